@@ -1,0 +1,324 @@
+"""Backend: neon's `be` object, written once for every device.
+
+A device subclass provides `tensor_cls`, `_from_host(values, name, persist_values)` and
+`execute(assign_tree)`. Everything else here (allocation, the op functions, reductions, structural
+ops, RNG) is device-independent. The elementwise functions are generated from `ops.OP_INFO`, so an
+op added to that table appears here with its numpy name.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import shapes as S
+from ..dtypes import SUPPORTED, as_dtype, cast_for_store
+from ..ops import OP_INFO, Kind, Op
+from ..optree import OpTreeNode, Operators, build, shape_of
+from ..tensor import Tensor
+
+__all__ = ["Backend", "Tensor", "OpTreeNode"]
+
+FLOATS = tuple(np.dtype(t) for t in ("float16", "float32", "float64"))
+
+
+class Backend:
+    """The device-independent half of a backend. See the module docstring for the device half."""
+
+    backend_name = "abstract"
+    device_type = 0                      # neon: 0 CPU, 1 GPU
+    tensor_cls: type = Tensor
+    default_dtypes: tuple = FLOATS       # what gen_backend(datatype=...) accepts
+    supported_dtypes: tuple = SUPPORTED  # what tensors may hold
+
+    def __init__(self, rng_seed: int | None = None, default_dtype: Any = np.float32,
+                 compat_mode: str | None = None, deterministic: bool | None = None,
+                 device_id: int = 0, stochastic_round: bool = False, **kwargs: Any) -> None:
+        self.default_dtype = as_dtype(default_dtype, self.default_dtypes)
+        self.rng_seed = rng_seed
+        self.deterministic = rng_seed is not None if deterministic is None else bool(deterministic)
+        self.compat_mode = compat_mode
+        self.device_id = device_id
+        self.stochastic_round = stochastic_round
+        self.bsz: int | None = None
+        self.hist_bins, self.hist_offset = 64, -48
+        self.gen_rng(rng_seed)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(default_dtype={self.default_dtype.name}, bsz={self.bsz})"
+
+    # ---------------------------------------------------------------- device hooks
+    def _from_host(self, values: np.ndarray, name: str | None, persist_values: bool) -> Tensor:
+        """A new tensor holding `values` (already of the tensor's shape and dtype)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _from_host")
+
+    def execute(self, optree: OpTreeNode) -> Tensor:
+        """Run an `assign(out, value)` tree; a failure must leave `out` untouched."""
+        raise NotImplementedError(f"{type(self).__name__} must implement execute")
+
+    def cleanup_backend(self) -> None:
+        """Release device resources (nothing to release on the host)."""
+
+    def begin(self, block: Any, identifier: Any) -> None:
+        """neon's loop marker; a no-op."""
+
+    def end(self, block: Any, identifier: Any) -> None:
+        """neon's loop marker; a no-op."""
+
+    # ---------------------------------------------------------------- allocation and conversion
+    def _dtype(self, dtype: Any) -> np.dtype:
+        return self.default_dtype if dtype is None else as_dtype(dtype, self.supported_dtypes)
+
+    def _filled(self, shape: Any, value: float, dtype: Any, name: Any, persist_values: bool) -> Tensor:
+        dt = self._dtype(dtype)
+        values = np.full(S.host_shape(S.as_shape(shape)), value, dtype=dt)
+        return self._from_host(values, name, persist_values)
+
+    def empty(self, shape: Any, dtype: Any = None, name: str | None = None,
+              persist_values: bool = True, parallel: bool = False, distributed: bool = False) -> Tensor:
+        """A new tensor; neonlike zero-fills it, as neon's CPU did."""
+        return self._filled(shape, 0, dtype, name, persist_values)
+
+    def zeros(self, shape: Any, dtype: Any = None, name: str | None = None,
+              persist_values: bool = True, parallel: bool = False, distributed: bool = False) -> Tensor:
+        return self._filled(shape, 0, dtype, name, persist_values)
+
+    def ones(self, shape: Any, dtype: Any = None, name: str | None = None,
+             persist_values: bool = True, parallel: bool = False, distributed: bool = False) -> Tensor:
+        return self._filled(shape, 1, dtype, name, persist_values)
+
+    def array(self, ary: Any, dtype: Any = None, name: str | None = None,
+              persist_values: bool = True, parallel: bool = False, distributed: bool = False) -> Tensor:
+        """Copy host data in; a scalar becomes (1, 1) and a 1-D (n,) becomes (n, 1)."""
+        if isinstance(ary, Tensor):
+            ary = ary.get()
+        host = np.asarray(ary)
+        if host.dtype.kind not in "biuf":
+            raise TypeError(f"array: expected real numeric data, got dtype {host.dtype}")
+        values = cast_for_store(host.reshape(S.host_shape(host.shape)), self._dtype(dtype))
+        return self._from_host(values, name, persist_values)
+
+    def _like(self, other: Any, dtype: Any) -> tuple:
+        if dtype is None and isinstance(other, Tensor):
+            dtype = other.dtype
+        return S.host_shape(tuple(np.shape(other) if not isinstance(other, Operators) else other.shape)), dtype
+
+    def empty_like(self, other: Any, dtype: Any = None, name: str | None = None) -> Tensor:
+        """A tensor of `other`'s shape; of its dtype when `other` is a Tensor, else the default."""
+        shape, dtype = self._like(other, dtype)
+        return self.empty(shape, dtype, name)
+
+    def zeros_like(self, other: Any, dtype: Any = None, name: str | None = None) -> Tensor:
+        shape, dtype = self._like(other, dtype)
+        return self.zeros(shape, dtype, name)
+
+    # ---------------------------------------------------------------- reductions and statistics
+    def _reduced_count(self, a: Any, axis: Any, op: str) -> int:
+        shape = shape_of(a)
+        return math.prod(shape[i] for i in S.norm_axes(axis, len(shape), op))
+
+    def mean(self, a: Any, axis: Any = None, partial: Any = None, out: Any = None,
+             keepdims: bool = True) -> Any:
+        n = self._reduced_count(a, axis, "mean")
+        return build(Op.MUL, self.sum(a, axis=axis, keepdims=keepdims), 1.0 / n if n else math.nan,
+                     out=out)
+
+    def var(self, a: Any, axis: Any = None, partial: Any = None, out: Any = None,
+            keepdims: bool = True, binary: bool = False, ddof: int = 0) -> Any:
+        """Variance, biased by default (neon), `ddof` as in numpy."""
+        n = self._reduced_count(a, axis, "var") - ddof
+        centred = a - self.mean(a, axis=axis, keepdims=True)
+        total = self.sum(self.square(centred), axis=axis, keepdims=keepdims)
+        return build(Op.MUL, total, 1.0 / n if n > 0 else math.nan, out=out)
+
+    def std(self, a: Any, axis: Any = None, partial: Any = None, out: Any = None,
+            keepdims: bool = True, ddof: int = 0) -> Any:
+        """Standard deviation; `out` receives the deviation (neon wrote the variance there)."""
+        return self.sqrt(self.var(a, axis=axis, keepdims=keepdims, ddof=ddof), out=out)
+
+    # ---------------------------------------------------------------- composites of table ops
+    def clip(self, a: Any, a_min: Any, a_max: Any, out: Any = None) -> Any:
+        return self.minimum(self.maximum(a, a_min), a_max, out=out)
+
+    def leakyrelu(self, x: Any, a: float = 0.01, out: Any = None) -> Any:
+        return build(Op.ADD, self.relu(x), a * self.minimum(x, 0), out=out)
+
+    def elu(self, x: Any, alpha: float = 1.0, out: Any = None) -> Any:
+        return build(Op.ADD, self.relu(x), alpha * (self.exp(self.minimum(x, 0)) - 1), out=out)
+
+    def selu(self, x: Any, alpha: float = 1.67326, gamma: float = 1.0507, out: Any = None) -> Any:
+        return build(Op.MUL, gamma, self.elu(x, alpha), out=out)
+
+    def hardsigmoid(self, x: Any, alpha: float = 0.2, gamma: float = 0.5, out: Any = None) -> Any:
+        return self.clip(alpha * x + gamma, 0, 1, out=out)
+
+    def softsign(self, x: Any, out: Any = None) -> Any:
+        return build(Op.DIV, x, 1 + abs(x), out=out)
+
+    # ---------------------------------------------------------------- linear algebra and structure
+    def dot(self, a: Any, b: Any, out: Any = None) -> Any:
+        return build(Op.DOT, a, b, out=out)
+
+    def transpose(self, a: Any, axes: Sequence[int] | None = None, out: Any = None) -> Any:
+        return build(Op.TRANSPOSE, a, None, out=out, axes=axes)
+
+    def reshape(self, a: Any, shape: Any, out: Any = None) -> Any:
+        return build(Op.RESHAPE, a, None, out=out, newshape=shape)
+
+    def squeeze(self, a: Any, axis: Any = None, out: Any = None) -> Any:
+        shape = shape_of(a)
+        axes = tuple(i for i, d in enumerate(shape) if d == 1) if axis is None else \
+            S.norm_axes(axis, len(shape), "squeeze")
+        if any(shape[i] != 1 for i in axes):
+            raise ValueError(f"squeeze: axes {axes} of shape {shape} are not all of size 1")
+        return self.reshape(a, S.pad2(tuple(d for i, d in enumerate(shape) if i not in axes)), out)
+
+    def expand_dims(self, a: Any, axis: int = -1, out: Any = None) -> Any:
+        shape = shape_of(a)
+        axis = S.norm_axis(axis, len(shape) + 1, "expand_dims")
+        return self.reshape(a, shape[:axis] + (1,) + shape[axis:], out)
+
+    unsqueeze = expand_dims
+
+    def flatten(self, a: Any, axis: int = 1, out: Any = None) -> Any:
+        """(prod(shape[:axis]), prod(shape[axis:])), as ONNX and torch.flatten(x, axis) do."""
+        shape = shape_of(a)
+        axis = S.norm_axis(axis, len(shape) + 1, "flatten")
+        return self.reshape(a, (math.prod(shape[:axis]), math.prod(shape[axis:])), out)
+
+    def concatenate(self, arrays: Sequence[Any], axis: int = 0, out: Any = None) -> Any:
+        if len(arrays) == 0:
+            raise ValueError("concatenate: needs at least one operand")
+        tree = arrays[0]
+        for a in arrays[1:]:
+            tree = build(Op.CONCAT, tree, a, axis=axis)
+        if len(arrays) == 1:
+            tree = self.reshape(tree, shape_of(tree))
+        return tree if out is None else build(Op.ASSIGN, out, tree)
+
+    def slice(self, x: Any, starts: Sequence[int], ends: Sequence[int],
+              axes: Sequence[int] | None = None, steps: Sequence[int] | None = None) -> Any:
+        """ONNX Slice: `x[starts[i]:ends[i]:steps[i]]` along each of `axes`."""
+        shape = shape_of(x)
+        axes = range(len(starts)) if axes is None else axes
+        steps = [1] * len(starts) if steps is None else steps
+        if not len(starts) == len(ends) == len(axes) == len(steps):
+            raise ValueError("slice: starts, ends, axes and steps must have the same length")
+        index = [slice(None)] * len(shape)
+        for s, e, a, st in zip(starts, ends, axes, steps):
+            if st == 0:
+                raise ValueError("slice: steps cannot be 0")
+            index[S.norm_axis(a, len(shape), "slice")] = slice(s, e, st)
+        return build(Op.SLICE, x, None, index=tuple(index))
+
+    def split(self, a: Any, indices_or_sections: Any, axis: int = 0) -> list:
+        """numpy's split: equal sections or split points; a list of op-trees."""
+        shape = shape_of(a)
+        axis = S.norm_axis(axis, len(shape), "split")
+        n = shape[axis]
+        if isinstance(indices_or_sections, (int, np.integer)):
+            k = int(indices_or_sections)
+            if k <= 0 or n % k:
+                raise ValueError(f"split: axis {axis} of size {n} does not split into {k} equal parts")
+            bounds = [i * (n // k) for i in range(k + 1)]
+        else:
+            bounds = [0, *[int(i) for i in indices_or_sections], n]
+        index = [slice(None)] * len(shape)
+        parts = []
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            index[axis] = slice(lo, hi)
+            parts.append(build(Op.SLICE, a, None, index=tuple(index)))
+        return parts
+
+    def _indices(self, indices: Any) -> Any:
+        if isinstance(indices, Operators):
+            return indices
+        idx = np.asarray(indices)
+        if idx.dtype.kind not in "iu":
+            raise TypeError(f"indices must be integers, got dtype {idx.dtype}")
+        return self.array(idx.ravel(), dtype=np.int32)
+
+    def take(self, a: Any, indices: Any, axis: Any = None, out: Any = None) -> Any:
+        """numpy's take with indices flattened; axis=None takes from the flattened tensor."""
+        if axis is None:
+            a, axis = self.reshape(a, (1, math.prod(shape_of(a)))), 1
+        return build(Op.TAKE, a, self._indices(indices), out=out, axis=axis)
+
+    gather = take
+
+    def tile(self, a: Any, reps: Any, out: Any = None) -> Any:
+        return build(Op.TILE, a, None, out=out, reps=reps)
+
+    def onehot(self, indices: Any, axis: int, out: Any = None, depth: int | None = None) -> Any:
+        """One-hot rows (axis=1: (N, depth)) or columns (axis=0: (depth, N)) of class indices."""
+        if depth is None:
+            if out is None:
+                raise ValueError("onehot: give depth=, or out= whose shape gives the class count")
+            depth = out.shape[0 if axis == 0 else 1]
+        return build(Op.ONEHOT, self._indices(indices), None, out=out, depth=depth, axis=axis)
+
+    def cast(self, a: Any, dtype: Any, out: Any = None) -> Any:
+        """Values as `dtype` would store them (rounding, saturation), inside a tree."""
+        return build(Op.CAST, a, None, out=out, dtype=dtype)
+
+    def nonzero(self, a: Any) -> Tensor:
+        """Indices of the non-zero elements, one row per axis: shape (ndim, count), int32."""
+        values = a.get() if isinstance(a, Tensor) else OpTreeNode.asnumpyarray(a)
+        return self.array(np.array(np.nonzero(values)).reshape(values.ndim, -1), dtype=np.int32)
+
+    # ---------------------------------------------------------------- random numbers
+    def gen_rng(self, seed: int | None = None) -> np.random.RandomState:
+        """A host RandomState (`be.rng`) seeded with `seed`; rng_reset returns to this state."""
+        self.rng = np.random.RandomState(seed)
+        self.init_rng_state = self.rng.get_state()
+        return self.rng
+
+    def rng_get_state(self) -> tuple:
+        return self.rng.get_state()
+
+    def rng_set_state(self, state: tuple) -> None:
+        self.rng.set_state(state)
+
+    def rng_reset(self) -> None:
+        self.rng.set_state(self.init_rng_state)
+
+    def fill_normal(self, ary: Tensor, mean: float = 0.0, stdv: float = 1.0) -> Tensor:
+        """Normal samples from `be.rng` (neon's CPU used the global numpy RNG here)."""
+        return ary.set(self.rng.normal(mean, stdv, ary.shape))
+
+    def make_binary_mask(self, out: Tensor, keepthresh: float = 0.5) -> Tensor:
+        """Dropout mask: 1 where a uniform draw from `be.rng` is below `keepthresh`."""
+        return out.set(self.rng.uniform(size=out.shape) < keepthresh)
+
+
+# ---------------------------------------------------------------- functions generated from OP_INFO
+
+def _unary(op: Op) -> Any:
+    def fn(self: Backend, a: Any, out: Any = None) -> Any:
+        return build(op, a, None, out=out)
+    fn.__doc__ = f"Elementwise `{op}`; an op-tree, or executed into `out`."
+    return fn
+
+
+def _binary(op: Op) -> Any:
+    def fn(self: Backend, a: Any, b: Any, out: Any = None) -> Any:
+        return build(op, a, b, out=out)
+    fn.__doc__ = f"Elementwise `{op}` with numpy broadcasting; an op-tree, or executed into `out`."
+    return fn
+
+
+def _reduction(op: Op, default_axis: Any) -> Any:
+    def fn(self: Backend, a: Any, axis: Any = default_axis, out: Any = None,
+           keepdims: bool = True) -> Any:
+        return build(op, a, None, out=out, axis=axis, keepdims=keepdims)
+    fn.__doc__ = f"`{op}` over `axis` (None, an int or a tuple); keeps reduced axes by default."
+    return fn
+
+
+for _op, _info in OP_INFO.items():
+    if _info.kind is Kind.ELEMENTWISE and _info.names:
+        for _name in _info.names:
+            setattr(Backend, _name, (_unary if _info.arity == 1 else _binary)(_op))
+for _op, _axis in ((Op.SUM, None), (Op.MAX, None), (Op.MIN, None), (Op.ARGMAX, 1), (Op.ARGMIN, 1)):
+    setattr(Backend, _op.value, _reduction(_op, _axis))

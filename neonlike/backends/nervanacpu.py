@@ -1,0 +1,81 @@
+"""The 'cpu' backend: numpy memory; trees run through the reference interpreter for now."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import shapes as S
+from ..dtypes import cast_for_store
+from ..optree import OpTreeNode
+from ..tensor import Tensor
+from . import reference
+from .backend import Backend
+
+
+class CPUTensor(Tensor):
+    """A Tensor over a numpy array (`_tensor`); views are numpy views."""
+
+    def __init__(self, backend: Any, ary: np.ndarray, name: str | None = None,
+                 persist_values: bool = True, base: Tensor | None = None) -> None:
+        super().__init__(backend, ary.shape, ary.dtype, name, persist_values, base)
+        self._tensor = ary
+
+    def _derived(self, ary: np.ndarray) -> CPUTensor:
+        return CPUTensor(self.backend, ary, None, self.persist_values, base=self)
+
+    def _view(self, key: tuple) -> CPUTensor:
+        ary = self._tensor[key]
+        return self._derived(ary.reshape(S.pad2(ary.shape)))
+
+    def _host(self) -> np.ndarray:
+        return self._tensor
+
+    def get(self) -> np.ndarray:
+        return self._tensor.copy()
+
+    def _store(self, values: np.ndarray) -> None:
+        self._tensor[...] = cast_for_store(np.broadcast_to(values, self.shape), self.dtype)
+
+    def reshape(self, *shape: Any) -> CPUTensor:
+        """A view of another shape (one dim may be -1); ValueError where that needs a copy."""
+        target = S.reshape_target(self.shape, shape[0] if len(shape) == 1 else shape)
+        try:
+            return self._derived(np.reshape(self._tensor, target, copy=False))
+        except ValueError:
+            raise ValueError(f"reshape: a strided view of shape {self.shape} cannot be reshaped to "
+                             f"{target} without a copy; assign it to a new tensor first") from None
+
+    @property
+    def T(self) -> CPUTensor:
+        """Transposed view: 2-D reverses the axes; more dims swap the last two (batched matrices)."""
+        ary = self._tensor
+        return self._derived(ary.T if ary.ndim == 2 else ary.swapaxes(-1, -2))
+
+    def share(self, shape: Any, dtype: Any = None, name: str | None = None) -> CPUTensor:
+        """A tensor over the first bytes of this one's (contiguous) memory."""
+        dt = self.backend._dtype(dtype if dtype is not None else self.dtype)
+        shape = S.host_shape(S.as_shape(shape))
+        nbytes = int(np.prod(shape)) * dt.itemsize
+        if not self._tensor.flags.c_contiguous or nbytes > self._tensor.nbytes:
+            raise ValueError(f"share: needs a contiguous tensor of at least {nbytes} bytes, "
+                             f"this one has shape {self.shape} and {self._tensor.nbytes} bytes")
+        flat = self._tensor.reshape(-1).view(np.uint8)[:nbytes]
+        return CPUTensor(self.backend, flat.view(dt).reshape(shape), name, base=self)
+
+
+class NervanaCPU(Backend):
+    """neon's CPU backend on numpy."""
+
+    backend_name = "cpu"
+    device_type = 0
+    tensor_cls = CPUTensor
+
+    def _from_host(self, values: np.ndarray, name: str | None, persist_values: bool) -> CPUTensor:
+        return CPUTensor(self, np.ascontiguousarray(values), name, persist_values)
+
+    def execute(self, optree: OpTreeNode) -> CPUTensor:
+        out, value = optree[1], optree[2]
+        result = reference.evaluate(value, reference.tree_dtype(out, value))
+        out._store(result)
+        return out

@@ -1,0 +1,46 @@
+"""The dtype policy, one for every backend.
+
+- Tensors hold float16/32/64, int8/16/32 or uint8/16/32.
+- A tree computes in float32, or in float64 when the output or any tensor leaf is float64, int32 or
+  uint32 (values float32 cannot hold exactly). float16 therefore computes in float32 and rounds on store.
+- Storing into an integer tensor rounds to nearest (ties to even) and saturates; nan stores as 0.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import numpy as np
+
+SUPPORTED = tuple(np.dtype(t) for t in (
+    "float16", "float32", "float64", "int8", "int16", "int32", "uint8", "uint16", "uint32"))
+WIDE = frozenset(np.dtype(t) for t in ("float64", "int32", "uint32"))
+
+
+def as_dtype(dtype: Any, allowed: Iterable[np.dtype] = SUPPORTED) -> np.dtype:
+    """A supported numpy dtype, or ValueError naming the supported ones."""
+    allowed = tuple(allowed)
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        dt = None
+    if dt not in allowed:
+        names = ", ".join(d.name for d in allowed)
+        raise ValueError(f"unsupported dtype {dtype!r}; expected one of {names}")
+    return dt
+
+
+def compute_dtype(dtypes: Iterable[np.dtype]) -> np.dtype:
+    return np.dtype(np.float64) if any(d in WIDE for d in dtypes) else np.dtype(np.float32)
+
+
+def cast_for_store(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Values converted as a store into `dtype` converts them (rounding, saturation)."""
+    values = np.asarray(values)
+    if dtype.kind == "f":
+        with np.errstate(over="ignore"):
+            return values.astype(dtype)
+    info = np.iinfo(dtype)
+    if values.dtype.kind in "iub":
+        return np.clip(values, info.min, info.max).astype(dtype)
+    v = np.nan_to_num(values.astype(np.float64), nan=0.0, posinf=info.max, neginf=info.min)
+    return np.clip(np.rint(v), info.min, info.max).astype(dtype)

@@ -1,0 +1,275 @@
+"""OpTreeNode: neon's immutable op-tree `(op_dict, left, right)`, and the operator overloads.
+
+A tree is built by operators on Tensors and OpTreeNodes, by backend functions, or by
+`OpTreeNode.build`; it runs only when assigned: `out[:] = tree` builds `assign(out, tree)` and the
+output's backend executes it. Shapes are checked while the tree is built, so a bad tree fails where
+it was written, naming the op and the shapes.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import shapes as S
+from .ops import ACCEPTED_KWARGS, OP_INFO, Kind, Op, as_op
+
+_NUMBER_KINDS = "biuf"
+
+
+class OpDict(dict):
+    """The op slot of a node: `{'op': Op, 'shape': tuple, **attrs}`, frozen once made."""
+
+    __slots__ = ()
+
+    def _frozen(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("an op-tree's op_dict is immutable; build a new node instead")
+
+    __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = __ior__ = _frozen  # type: ignore
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(self.items()))
+
+
+def constant(x: Any, op: Any) -> Any:
+    """A Python or numpy real number (or 0-d array) as a Python int/float constant."""
+    if isinstance(x, bool):
+        return int(x)
+    if isinstance(x, (int, float)):
+        value = x
+    elif isinstance(x, (np.generic, np.ndarray)) and np.ndim(x) == 0 and x.dtype.kind in _NUMBER_KINDS:
+        value = x.item()
+        value = int(value) if isinstance(value, bool) else value
+    else:
+        hint = ""
+        if isinstance(x, np.ndarray):
+            hint = f" (a numpy array of shape {x.shape}: copy it to the backend with be.array(...))"
+        raise TypeError(f"{op}: operands must be Tensors, op-trees or real numbers, "
+                        f"got {type(x).__name__}{hint}")
+    try:
+        float(value)
+    except OverflowError:
+        raise ValueError(f"{op}: constant {value!r} does not fit a float64") from None
+    return value
+
+
+def shape_of(x: Any) -> tuple | None:
+    """The shape of an operand: a Tensor's or node's shape, (1, 1) for a number, None for None."""
+    if x is None:
+        return None
+    if isinstance(x, Operators):
+        return x.shape
+    return (1, 1)
+
+
+def build(op: Any, a: Any, b: Any, out: Any = None, **kwargs: Any) -> Any:
+    """Check operands, infer the shape and make a node; `assign` (or `out=`) executes it at once."""
+    op = as_op(op)
+    info = OP_INFO[op]
+    if a is not None and not isinstance(a, Operators):
+        a = constant(a, op)
+    if b is not None and not isinstance(b, Operators):
+        b = constant(b, op)
+    given = (a is not None) + (b is not None)
+    if given != info.arity or (info.arity == 1 and a is None):
+        raise ValueError(f"{op}: takes {info.arity} operand(s), got {given}")
+    accepted = ACCEPTED_KWARGS.get(info.infer, ())
+    unknown = set(kwargs) - set(accepted)
+    if unknown:
+        raise TypeError(f"{op}: unexpected keyword argument(s) {sorted(unknown)}; "
+                        f"accepted: {list(accepted) or 'none'}")
+    if op is Op.ASSIGN:
+        if not isinstance(a, Operators) or isinstance(a, OpTreeNode):
+            raise TypeError(f"assign: the output must be a Tensor, got {type(a).__name__}")
+        info.infer(op, a.shape, shape_of(b), kwargs)
+        return OpTreeNode(OpDict(op=op, shape=a.shape), a, b).execute()
+    shape, attrs = info.infer(op, shape_of(a), shape_of(b), kwargs)
+    node = OpTreeNode(OpDict(op=op, shape=shape, **attrs), a, b)
+    if out is not None:
+        return build(Op.ASSIGN, out, node)
+    return node
+
+
+def _leaf_str(x: Any) -> str:
+    if isinstance(x, OpTreeNode):
+        return str(x)
+    if isinstance(x, Operators):
+        return x.name if x.name is not None else f"tensor-{hex(id(x))}"
+    return repr(x)
+
+
+def _binary(op: Op, reflected: bool = False) -> Any:
+    def method(self: Any, other: Any) -> Any:
+        if not isinstance(other, (Operators, int, float)):
+            if isinstance(other, np.ndarray) and other.ndim > 0:
+                raise TypeError(f"{op}: cannot combine a {type(self).__name__} with a numpy array "
+                                f"of shape {other.shape}; copy it to the backend with be.array(...)")
+            if not (isinstance(other, (np.generic, np.ndarray))
+                    and other.dtype.kind in _NUMBER_KINDS):
+                return NotImplemented
+        return build(op, other, self) if reflected else build(op, self, other)
+    method.__name__ = f"__{'r' if reflected else ''}{op.value}__"
+    return method
+
+
+def _equality(op: Op) -> Any:
+    """== and != build trees; between two Tensors of shapes that cannot broadcast they answer
+    by identity instead (False / True), so `t in [a, b]` works for tensors of any shapes."""
+    elementwise = _binary(op)
+
+    def method(self: Any, other: Any) -> Any:
+        if isinstance(other, Operators) and not isinstance(self, OpTreeNode) and \
+                not isinstance(other, OpTreeNode):
+            try:
+                S.broadcast(self.shape, other.shape, op)
+            except ValueError:
+                return op is Op.NE
+        return elementwise(self, other)
+    method.__name__ = f"__{op.value}__"
+    return method
+
+
+class Operators:
+    """Operator overloads shared by Tensor and OpTreeNode: each builds an op-tree.
+
+    numpy defers to these (`__array_ufunc__ = None`), so `np.float32(2) * t` builds a tree too.
+    """
+
+    __slots__ = ()
+    __array_ufunc__ = None
+
+    __add__, __radd__ = _binary(Op.ADD), _binary(Op.ADD, True)
+    __sub__, __rsub__ = _binary(Op.SUB), _binary(Op.SUB, True)
+    __mul__, __rmul__ = _binary(Op.MUL), _binary(Op.MUL, True)
+    __truediv__, __rtruediv__ = _binary(Op.DIV), _binary(Op.DIV, True)
+    __pow__, __rpow__ = _binary(Op.POW), _binary(Op.POW, True)
+    __matmul__, __rmatmul__ = _binary(Op.DOT), _binary(Op.DOT, True)
+    __and__, __rand__ = _binary(Op.AND), _binary(Op.AND, True)
+    __or__, __ror__ = _binary(Op.OR), _binary(Op.OR, True)
+    __xor__, __rxor__ = _binary(Op.XOR), _binary(Op.XOR, True)
+    __eq__, __ne__ = _equality(Op.EQ), _equality(Op.NE)  # type: ignore[assignment]
+    __lt__, __le__ = _binary(Op.LT), _binary(Op.LE)
+    __gt__, __ge__ = _binary(Op.GT), _binary(Op.GE)
+
+    def __neg__(self) -> OpTreeNode:
+        return build(Op.NEG, self, None)
+
+    def __abs__(self) -> OpTreeNode:
+        return build(Op.ABS, self, None)
+
+    def __invert__(self) -> OpTreeNode:
+        return build(Op.NOT, self, None)
+
+    def __pos__(self) -> Any:
+        return self
+
+
+class _ShapeAttr:
+    """`node.shape` is the node's shape; `OpTreeNode.shape(x)` is the shape of any operand (neon)."""
+
+    def __get__(self, obj: Any, cls: Any = None) -> Any:
+        return shape_of if obj is None else obj[0]["shape"]
+
+
+class OpTreeNode(Operators, tuple):
+    """An immutable 3-tuple `(op_dict, left, right)`; leaves are Tensors, numbers or None."""
+
+    __slots__ = ()
+    __hash__ = None  # type: ignore[assignment]  # == builds a tree, so nodes are not hashable
+    shape = _ShapeAttr()
+    build = staticmethod(build)
+
+    def __new__(cls, op_dict: dict, left: Any = None, right: Any = None) -> OpTreeNode:
+        if type(op_dict) is not OpDict:
+            op_dict = OpDict(op_dict)
+        return tuple.__new__(cls, (op_dict, left, right))
+
+    def __repr__(self) -> str:
+        return f"({self[0]!r}, {_leaf_str(self[1])}, {_leaf_str(self[2])})"
+
+    __str__ = __repr__
+
+    def __bool__(self) -> bool:
+        op, left, right = self
+        if op["op"] in (Op.EQ, Op.NE) and not isinstance(left, OpTreeNode) and \
+                not isinstance(right, OpTreeNode):
+            return (left is right) == (op["op"] == Op.EQ)  # list membership compares identity
+        raise TypeError(
+            f"the truth value of an op-tree ({op['op']}) is undefined: the tree is lazy and "
+            "elementwise. Assign it (out[:] = tree) and read values with out.get(); combine "
+            "conditions with & | ~ or be.logical_and/or/not, not Python's and/or/not.")
+
+    def __array__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("an op-tree is lazy: use tree.asnumpyarray() or assign it to a Tensor")
+
+    def execute(self) -> Any:
+        """Run an `assign`-rooted tree on its output's backend; returns the output."""
+        if self[0]["op"] != Op.ASSIGN:
+            raise ValueError(f"only an 'assign' tree can be executed, this one is '{self[0]['op']}'; "
+                             "assign it to a tensor: out[:] = tree")
+        return self[1].backend.execute(self)
+
+    def traverse(self, stack: list) -> list:
+        """Append the post-order stack (leaves, then op_dicts) to `stack` and return it."""
+        for child in (self[1], self[2]):
+            if isinstance(child, OpTreeNode):
+                child.traverse(stack)
+            elif child is not None:
+                stack.append(child)
+        stack.append(self[0])
+        return stack
+
+    def leaves(self) -> list:
+        """The Tensors of the tree, in post-order, each once."""
+        seen: dict[int, Any] = {}
+        for x in self.traverse([]):
+            if isinstance(x, Operators):
+                seen.setdefault(id(x), x)
+        return list(seen.values())
+
+    def pp(self) -> str:
+        """An infix rendering: `((x0 * 2) + exp(x1))`."""
+        def show(x: Any) -> str:
+            return x.pp() if isinstance(x, OpTreeNode) else _leaf_str(x)
+        d, left, right = self
+        info = OP_INFO[Op(d["op"])]
+        if info.symbol and info.arity == 2:
+            return f"({show(left)} {info.symbol} {show(right)})"
+        if info.symbol:
+            return f"({info.symbol}{show(left)})"
+        args = [show(c) for c in (left, right) if c is not None]
+        args += [f"{k}={v!r}" for k, v in d.items() if k not in ("op", "shape")]
+        return f"{d['op']}({', '.join(args)})"
+
+    @property
+    def T(self) -> OpTreeNode:
+        return build(Op.TRANSPOSE, self, None)
+
+    def transpose(self, out: Any = None) -> Any:
+        return build(Op.TRANSPOSE, self, None, out=out)
+
+    def reshape(self, *shape: Any) -> OpTreeNode:
+        newshape = shape[0] if len(shape) == 1 else shape
+        return build(Op.RESHAPE, self, None, newshape=newshape)
+
+    @property
+    def kind(self) -> Kind:
+        return OP_INFO[Op(self[0]["op"])].kind
+
+    def backend(self) -> Any:
+        """The backend of the first Tensor in the tree, or the global one (NervanaObject.be)."""
+        for leaf in self.leaves():
+            return leaf.backend
+        from . import NervanaObject
+        if NervanaObject.be is None:
+            raise RuntimeError("this op-tree holds no Tensor and no backend exists: call gen_backend()")
+        return NervanaObject.be
+
+    def astensor(self) -> Any:
+        """Allocate a tensor of the tree's shape on its backend and assign the tree to it."""
+        out = self.backend().empty(self.shape)
+        out[:] = self
+        return out
+
+    def asnumpyarray(self) -> np.ndarray:
+        return self.astensor().get()
