@@ -64,7 +64,7 @@ def shape_of(x: Any) -> tuple | None:
 
 def build(op: Any, a: Any, b: Any, out: Any = None, **kwargs: Any) -> Any:
     """Check operands, infer the shape and make a node; `assign` (or `out=`) executes it at once."""
-    op = as_op(op)
+    op = op if type(op) is Op else as_op(op)
     info = OP_INFO[op]
     if a is not None and not isinstance(a, Operators):
         a = constant(a, op)
@@ -74,8 +74,8 @@ def build(op: Any, a: Any, b: Any, out: Any = None, **kwargs: Any) -> Any:
     if given != info.arity or (info.arity == 1 and a is None):
         raise ValueError(f"{op}: takes {info.arity} operand(s), got {given}")
     accepted = ACCEPTED_KWARGS.get(info.infer, ())
-    unknown = set(kwargs) - set(accepted)
-    if unknown:
+    if kwargs and set(kwargs) - set(accepted):
+        unknown = set(kwargs) - set(accepted)
         raise TypeError(f"{op}: unexpected keyword argument(s) {sorted(unknown)}; "
                         f"accepted: {list(accepted) or 'none'}")
     if op is Op.ASSIGN:

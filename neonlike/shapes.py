@@ -42,8 +42,10 @@ def host_shape(shape: tuple) -> tuple:
 
 def broadcast(sa: tuple, sb: tuple, op: Any) -> tuple:
     """numpy broadcasting of two shapes, or ValueError naming both shapes and the op."""
-    if sa == sb:
+    if sa == sb or (sb == (1, 1) and len(sa) >= 2):
         return sa
+    if sa == (1, 1) and len(sb) >= 2:
+        return sb
     n = max(len(sa), len(sb))
     pa = (1,) * (n - len(sa)) + sa
     pb = (1,) * (n - len(sb)) + sb

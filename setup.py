@@ -1,0 +1,32 @@
+"""neonlike: neon's op-tree programming model, fused and fast on today's Python stack."""
+from setuptools import setup
+
+MKL_PLATFORMS = "(platform_machine == 'x86_64' or platform_machine == 'AMD64') and sys_platform != 'darwin'"
+
+setup(
+    name="neonlike",
+    version="0.1.0",
+    description="Nervana neon's backend programming model (lazy op-trees, fused kernels, autodiff), "
+                "alive on current Python, numpy, Numba and CUDA",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.11",
+    packages=["neonlike", "neonlike.backends", "neonlike.kernels"],
+    package_dir={"neonlike.kernels": "kernels"},
+    package_data={"neonlike.kernels": ["*.py.tmpl", "*.cu.tmpl", "*.cuh", "README.md"]},
+    install_requires=[
+        "numpy>=1.26",
+        "numba>=0.60",
+        f"mkl; {MKL_PLATFORMS}",
+        f"mkl-service; {MKL_PLATFORMS}",
+    ],
+    extras_require={
+        "test": ["pytest>=7", "hypothesis>=6"],
+        "gpu": ["pycuda>=2024.1"],
+        "bench": ["numexpr"],
+    },
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)
