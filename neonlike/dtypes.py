@@ -23,7 +23,7 @@ def as_dtype(dtype: Any, allowed: Iterable[np.dtype] = SUPPORTED) -> np.dtype:
         dt = np.dtype(dtype)
     except TypeError:
         dt = None
-    if dt not in allowed:
+    if dt is None or dt not in allowed:
         names = ", ".join(d.name for d in allowed)
         raise ValueError(f"unsupported dtype {dtype!r}; expected one of {names}")
     return dt

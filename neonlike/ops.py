@@ -255,7 +255,7 @@ OP_INFO: dict[Op, OpInfo] = {
     Op.DOT: OpInfo(Kind.MATMUL, 2, _b(np.dot), _dot, (), "@"),
     Op.TRANSPOSE: OpInfo(R, 1, lambda d, x: np.transpose(x, d["axes"]), _transpose),
     Op.RESHAPE: OpInfo(R, 1, lambda d, x: np.reshape(x, d["shape"]), _reshape),
-    Op.SLICE: OpInfo(R, 1, lambda d, x: x[tuple(slice(*t) for t in d["index"])], _slice),
+    Op.SLICE: OpInfo(R, 1, lambda d, x: x[tuple(S.as_slice(t) for t in d["index"])], _slice),
     Op.TAKE: OpInfo(R, 2, lambda d, x, i: np.take(x, i.ravel().astype(np.intp), d["axis"]), _take),
     Op.CONCAT: OpInfo(R, 2, lambda d, x, y: np.concatenate((x, y), d["axis"]), _concat),
     Op.TILE: OpInfo(R, 1, lambda d, x: np.tile(x, d["reps"]), _tile),

@@ -138,3 +138,11 @@ def slice_spec(shape: tuple, key: Sequence[slice]) -> tuple:
 
 def sliced_shape(spec: tuple) -> tuple:
     return tuple(len(range(*t)) for t in spec)
+
+
+def as_slice(triple: tuple) -> slice:
+    """A normalised (start, stop, step) back as a slice (slice.indices' stop -1 means 'before 0')."""
+    start, stop, step = triple
+    if len(range(start, stop, step)) == 0:
+        return slice(0, 0, 1)
+    return slice(start, stop if stop >= 0 else None, step)

@@ -17,10 +17,12 @@ from .optree import OpTreeNode, Operators, build
 
 
 def normalize_index(shape: tuple, key: Any) -> tuple:
-    """A basic-indexing key as ints and slices, with neon's keep-2-D rule applied.
+    """A basic-indexing key as `(slices, view_shape)`, with neon's keep-2-D rule applied.
 
     On tensors of at most 2 dims an integer index keeps its axis with size 1 (`x[0]` is (1, n));
-    on more dims it drops the axis, as numpy does. Negative indices and steps are allowed.
+    on more dims it drops the axis, as numpy does (a view of fewer than 2 dims gets leading 1s).
+    Negative indices and steps are allowed. Every int becomes a one-element slice, so the view is
+    always a view, even when every index is an int.
     """
     key = key if isinstance(key, tuple) else (key,)
     ellipses = [i for i, k in enumerate(key) if k is Ellipsis]
@@ -31,20 +33,24 @@ def normalize_index(shape: tuple, key: Any) -> tuple:
         key = key[:i] + (slice(None),) * max(len(shape) - len(key) + 1, 0) + key[i + 1:]
     if len(key) > len(shape):
         raise IndexError(f"too many indices: {len(key)} for a tensor of shape {shape}")
-    out = []
+    slices, dropped = [], set()
     for axis, k in enumerate(key):
         if isinstance(k, slice):
-            out.append(k)
+            slices.append(k)
         elif isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)):
             i, n = operator.index(k), shape[axis]
             if not -n <= i < n:
                 raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
             i %= n
-            out.append(slice(i, i + 1) if len(shape) <= 2 else i)
+            slices.append(slice(i, i + 1))
+            if len(shape) > 2:
+                dropped.add(axis)
         else:
             raise TypeError(f"tensor indices must be ints, slices or '...', got {type(k).__name__}; "
                             "for index lists use be.take(tensor, indices, axis)")
-    return tuple(out)
+    spec = S.slice_spec(shape, slices)
+    sliced = S.sliced_shape(spec)
+    return tuple(S.as_slice(t) for t in spec), S.pad2(tuple(d for i, d in enumerate(sliced) if i not in dropped))
 
 
 class Tensor(Operators):
@@ -98,7 +104,7 @@ class Tensor(Operators):
     def __getitem__(self, key: Any) -> Tensor:
         if key is Ellipsis or (isinstance(key, slice) and key == slice(None)):
             return self
-        return self._view(normalize_index(self.shape, key))
+        return self._view(*normalize_index(self.shape, key))
 
     def __setitem__(self, key: Any, value: Any) -> None:
         self[key]._assign(value)
@@ -158,7 +164,8 @@ class Tensor(Operators):
         return tree.astensor()
 
     # ---------------------------------------------------------------- device hooks
-    def _view(self, key: tuple) -> Tensor:
+    def _view(self, slices: tuple, shape: tuple) -> Tensor:
+        """The view of `self[slices]` reshaped to `shape` (which only drops size-1 axes)."""
         raise NotImplementedError(f"{type(self).__name__} does not implement views")
 
     def get(self) -> np.ndarray:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import importlib
+import importlib.util
 from importlib.metadata import entry_points
 from typing import Any, Callable
 

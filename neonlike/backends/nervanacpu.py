@@ -24,9 +24,8 @@ class CPUTensor(Tensor):
     def _derived(self, ary: np.ndarray) -> CPUTensor:
         return CPUTensor(self.backend, ary, None, self.persist_values, base=self)
 
-    def _view(self, key: tuple) -> CPUTensor:
-        ary = self._tensor[key]
-        return self._derived(ary.reshape(S.pad2(ary.shape)))
+    def _view(self, slices: tuple, shape: tuple) -> CPUTensor:
+        return self._derived(self._tensor[slices].reshape(shape))
 
     def _host(self) -> np.ndarray:
         return self._tensor
