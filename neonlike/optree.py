@@ -49,7 +49,8 @@ def constant(x: Any, op: Any) -> Any:
     try:
         float(value)
     except OverflowError:
-        raise ValueError(f"{op}: constant {value!r} does not fit a float64") from None
+        text = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise ValueError(f"{op}: constant {text} does not fit a float64") from None
     return value
 
 

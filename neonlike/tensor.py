@@ -97,6 +97,9 @@ class Tensor(Operators):
         return str(self.get())
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if copy is False:
+            raise ValueError("a Tensor's values reach numpy only as a copy (np.asarray(t, copy=False) "
+                             "cannot be honoured); use t.get()")
         values = self.get()
         return values if dtype is None else values.astype(dtype)
 

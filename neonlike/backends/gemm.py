@@ -1,0 +1,531 @@
+"""GEMM on host numpy arrays: MKL's CBLAS through ctypes where MKL is installed, numpy otherwise.
+
+    gemm(A, B, C, alpha=1.0, beta=0.0)          C = alpha * A @ B + beta * C      (2-D)
+    batched_gemm(A, B, C, alpha=1.0, beta=0.0)  the same for each C[x]; A or B may be 2-D (shared)
+
+A, B and C are numpy arrays of one dtype: float32, float64 or float16 (float16 is computed in
+float32 temporaries and rounded into C). Both functions write into C and return it. As in BLAS,
+C is not read when beta == 0 and A, B are not read when alpha == 0 (NaNs there do not spread).
+
+MKL path: views whose last or first stride is the itemsize (C order, Fortran order, `.T`, column
+or row slices) go to CBLAS as they are, with CblasTrans and the right leading dimension; other
+operands (stepped slices, negative strides, misaligned data) are copied into contiguous temps.
+C is written in place when it is C- or Fortran-ordered (the latter as C.T = B.T @ A.T) and does
+not overlap A or B; otherwise the product goes through a temp that is copied back.
+
+Which path: `backend_name()` says 'mkl' or 'numpy'. The environment variable NEONLIKE_GEMM
+('numpy', 'mkl' or 'auto', read when the path is first resolved) or `set_backend(name)` forces
+one. Nothing is loaded at import: MKL's runtime (libmkl_rt from the pip `mkl` package) is found
+and bound on the first call.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import threading
+from typing import Any
+
+import numpy as np
+
+__all__ = ["gemm", "batched_gemm", "backend_name", "set_backend", "set_num_threads",
+           "get_num_threads", "mkl_library_path", "ENV_VAR"]
+
+ENV_VAR = "NEONLIKE_GEMM"
+_BACKENDS = ("auto", "mkl", "numpy")
+
+_F16 = np.dtype(np.float16)
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+_DTYPES = {_F16: 2, _F32: 4, _F64: 8}  # the dtypes gemm takes (native byte order only)
+
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112  # CBLAS_LAYOUT / CBLAS_TRANSPOSE values
+_FLIP = {_NO_TRANS: _TRANS, _TRANS: _NO_TRANS}
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding and binding MKL (lazily)
+# ---------------------------------------------------------------------------------------------
+
+def _rt_sort_key(path: str) -> tuple:
+    """libmkl_rt.so.3 before libmkl_rt.so.2 before libmkl_rt.so."""
+    tail = os.path.basename(path).split(".so")[-1].lstrip(".")
+    try:
+        return (0, -int(tail.split(".")[0]))
+    except ValueError:
+        return (1, 0)
+
+
+def _is_rt(name: str) -> bool:
+    base = os.path.basename(name)
+    return base.startswith("libmkl_rt.so") or base in ("mkl_rt.dll", "libmkl_rt.dylib") \
+        or (base.startswith("mkl_rt.") and base.endswith(".dll"))
+
+
+def _loaded_rt() -> list[str]:
+    """libmkl_rt files already mapped into this process (Linux), e.g. by mkl-service."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            found = {line.split(None, 5)[-1].strip() for line in f if "mkl_rt" in line}
+    except OSError:
+        return []
+    return sorted((p for p in found if _is_rt(p) and os.path.isfile(p)), key=_rt_sort_key)
+
+
+def _candidate_paths() -> list[str]:
+    """Where MKL's single dynamic library may be, best first."""
+    out: list[str] = list(_loaded_rt())
+    try:  # the pip `mkl` distribution lists its files, the runtime among them (in <prefix>/lib)
+        from importlib.metadata import PackageNotFoundError, files
+        try:
+            listed = files("mkl") or []
+        except PackageNotFoundError:
+            listed = []
+        out += sorted((str(f.locate()) for f in listed if _is_rt(str(f))), key=_rt_sort_key)
+    except Exception:  # noqa: BLE001 - metadata trouble just means: look elsewhere
+        pass
+    dirs = [os.path.join(p, "lib") for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)]
+    try:
+        import sysconfig
+        dirs.append(os.path.normpath(os.path.join(sysconfig.get_paths()["purelib"], "..", "..")))
+    except Exception:  # noqa: BLE001
+        pass
+    dirs += [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
+    for d in dirs:
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        out += sorted((os.path.join(d, n) for n in names if _is_rt(n)), key=_rt_sort_key)
+    import ctypes.util
+    lib = ctypes.util.find_library("mkl_rt")
+    if lib:
+        out.append(lib)
+    seen, unique = set(), []
+    for p in out:
+        key = os.path.realpath(p) if os.path.sep in p else p
+        if key not in seen:
+            seen.add(key)
+            unique.append(p)
+    return unique
+
+
+def _pointer_reader():
+    """A fast `array -> data address` function.
+
+    `arr.ctypes.data` costs ~1.5 us a call, more than an 8x8 sgemm. numpy's public struct
+    (PyArrayObject_fields: PyObject_HEAD, then `char *data`) puts the pointer right after the
+    object header, so we read it there -- but only after checking the offset on probe arrays,
+    falling back to `.ctypes.data` anywhere that check fails (other builds, other runtimes).
+    """
+    offset = object.__basicsize__
+    read = ctypes.c_size_t.from_address
+    try:
+        base = np.arange(64, dtype=np.float64).reshape(8, 8)
+        probes = [base, base[3:, 2:], base.T[::2], np.empty(0), np.zeros((2, 3), np.float32)]
+        if all(read(id(p) + offset).value == p.ctypes.data for p in probes):
+            return lambda a: read(id(a) + offset).value
+    except Exception:  # noqa: BLE001
+        pass
+    return lambda a: a.ctypes.data
+
+
+class _MKL:
+    """ctypes bindings of MKL's cblas_?gemm and cblas_?gemm_batch_strided."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.lib = lib = ctypes.CDLL(path)
+        # The *_64 entry points take 64-bit integers whatever the interface layer
+        # (MKL_INTERFACE_LAYER may make plain cblas_sgemm ILP64); plain names are LP64 otherwise.
+        if hasattr(lib, "cblas_sgemm_64") and hasattr(lib, "cblas_dgemm_64"):
+            suffix, integer = "_64", ctypes.c_int64
+            self.int_max = 2**63 - 1
+        else:
+            ilp64 = os.environ.get("MKL_INTERFACE_LAYER", "").upper().startswith("ILP64")
+            suffix, integer = "", (ctypes.c_int64 if ilp64 else ctypes.c_int)
+            self.int_max = 2**63 - 1 if ilp64 else 2**31 - 1
+        enum, ptr, i = ctypes.c_int, ctypes.c_void_p, integer
+        self.gemm: dict[int, Any] = {}
+        self.batch: dict[int, Any] = {}
+        for size, prefix, real in ((4, "s", ctypes.c_float), (8, "d", ctypes.c_double)):
+            fn = getattr(lib, f"cblas_{prefix}gemm{suffix}")
+            fn.argtypes = [enum, enum, enum, i, i, i, real, ptr, i, ptr, i, real, ptr, i]
+            fn.restype = None
+            self.gemm[size] = fn
+            name = f"cblas_{prefix}gemm_batch_strided{suffix}"
+            if hasattr(lib, name):
+                fb = getattr(lib, name)
+                fb.argtypes = [enum, enum, enum, i, i, i, real, ptr, i, i, ptr, i, i, real, ptr,
+                               i, i, i]
+                fb.restype = None
+                self.batch[size] = fb
+
+
+class _State:
+    lock = threading.Lock()
+    forced: str | None = None      # set_backend(); None = the environment variable / auto
+    resolved: str | None = None    # 'mkl' or 'numpy' once resolved
+    mkl: _MKL | None = None
+    mkl_error: str | None = None   # why MKL could not be loaded, when it could not
+    ptr = None                     # array -> address
+
+
+def _load_mkl() -> _MKL:
+    if _State.mkl is not None:
+        return _State.mkl
+    if _State.mkl_error is not None:
+        raise RuntimeError(_State.mkl_error)
+    try:  # mkl-service first: it loads libmkl_rt the way MKL wants (RTLD_GLOBAL) and then
+        import mkl  # noqa: F401  we bind that same instance, whose threads it controls
+    except (ImportError, OSError):
+        pass
+    errors = []
+    for path in _candidate_paths():
+        try:
+            _State.mkl = _MKL(path)
+            break
+        except (OSError, AttributeError) as e:
+            errors.append(f"{path}: {e}")
+    else:
+        _State.mkl_error = ("MKL's runtime library (libmkl_rt) was not found or could not be "
+                            "bound (pip install mkl mkl-service); tried: "
+                            + ("; ".join(errors) or "nothing found"))
+        raise RuntimeError(_State.mkl_error)
+    return _State.mkl
+
+
+def _resolve() -> str:
+    with _State.lock:
+        if _State.resolved is not None:
+            return _State.resolved
+        want = _State.forced or os.environ.get(ENV_VAR, "").strip().lower() or "auto"
+        if want not in _BACKENDS:
+            raise ValueError(f"{ENV_VAR} must be one of {_BACKENDS}, got {want!r}")
+        if want == "numpy":
+            name = "numpy"
+        else:
+            try:
+                _load_mkl()
+                name = "mkl"
+            except RuntimeError:
+                if want == "mkl":
+                    raise
+                name = "numpy"
+        if _State.ptr is None:
+            _State.ptr = _pointer_reader()
+        _State.resolved = name
+        return name
+
+
+def backend_name() -> str:
+    """'mkl' or 'numpy': the path gemm and batched_gemm take (resolving it if need be)."""
+    return _State.resolved or _resolve()
+
+
+def set_backend(name: str | None) -> str | None:
+    """Force 'mkl' or 'numpy' ('auto': MKL where it loads); None goes back to $NEONLIKE_GEMM.
+
+    Returns the previous forced value (for restoring). 'mkl' raises RuntimeError when MKL
+    cannot be loaded.
+    """
+    if name is not None and name not in _BACKENDS:
+        raise ValueError(f"backend must be one of {_BACKENDS} or None, got {name!r}")
+    with _State.lock:
+        previous, _State.forced, _State.resolved = _State.forced, name, None
+    if name == "mkl":
+        try:
+            _resolve()
+        except RuntimeError:
+            with _State.lock:
+                _State.forced, _State.resolved = previous, None
+            raise
+    return previous
+
+
+def mkl_library_path() -> str | None:
+    """The libmkl_rt file bound, or None when MKL is not (yet, or cannot be) loaded."""
+    return _State.mkl.path if _State.mkl is not None else None
+
+
+def set_num_threads(n: int) -> int | None:
+    """Set MKL's thread count (through mkl-service); returns the previous one.
+
+    None when mkl-service is not installed (numpy's own BLAS threads are not touched).
+    """
+    n = int(n)
+    if n < 1:
+        raise ValueError(f"set_num_threads needs n >= 1, got {n}")
+    try:
+        import mkl
+    except ImportError:
+        return None
+    previous = mkl.get_max_threads()
+    mkl.set_num_threads(n)
+    return previous
+
+
+def get_num_threads() -> int | None:
+    """MKL's maximum thread count (mkl-service), None without mkl-service."""
+    try:
+        import mkl
+    except ImportError:
+        return None
+    return mkl.get_max_threads()
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks
+# ---------------------------------------------------------------------------------------------
+
+def _dtype_error(fn: str, A: Any, B: Any, C: Any) -> ValueError:
+    def name(x: Any) -> str:
+        return str(x.dtype) if isinstance(x, np.ndarray) else type(x).__name__
+    return ValueError(f"{fn}: A, B and C must share one dtype, float16, float32 or float64 in "
+                      f"native byte order; got A {name(A)}, B {name(B)}, C {name(C)}")
+
+
+def _check_arrays(fn: str, A: Any, B: Any, C: Any) -> np.dtype:
+    for label, x in (("A", A), ("B", B), ("C", C)):
+        if not isinstance(x, np.ndarray):
+            raise TypeError(f"{fn}: {label} must be a numpy.ndarray, got {type(x).__name__}")
+    dt = C.dtype
+    if dt not in _DTYPES or A.dtype != dt or B.dtype != dt or not dt.isnative:
+        raise _dtype_error(fn, A, B, C)
+    if not C.flags.writeable:
+        raise ValueError(f"{fn}: C is read-only")
+    return dt
+
+
+def _shape_error(fn: str, A: np.ndarray, B: np.ndarray, C: np.ndarray, want: str) -> ValueError:
+    return ValueError(f"{fn}: expected {want}; got A {A.shape}, B {B.shape}, C {C.shape}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Layouts
+# ---------------------------------------------------------------------------------------------
+
+def _layout(s0: int, s1: int, r: int, c: int, e: int) -> tuple[int, int] | None:
+    """(CblasNoTrans or CblasTrans, ld) for an r x c operand (r, c >= 1) with byte strides
+    (s0, s1) and itemsize e, row-major CBLAS; None when it needs a copy."""
+    if s1 == e or c == 1:
+        if r == 1:
+            return _NO_TRANS, c
+        if s0 >= c * e and s0 % e == 0:
+            return _NO_TRANS, s0 // e
+    if s0 == e or r == 1:
+        if c == 1:
+            return _TRANS, r
+        if s1 >= r * e and s1 % e == 0:
+            return _TRANS, s1 // e
+    return None
+
+
+def _scale_only(C: np.ndarray, beta: float) -> np.ndarray:
+    """C = beta * C, for alpha == 0 or K == 0 (C not read when beta == 0)."""
+    if beta == 0:
+        C[...] = 0
+    elif beta != 1:
+        C *= beta
+    return C
+
+
+def _overlaps(C: np.ndarray, A: np.ndarray, B: np.ndarray) -> bool:
+    return np.may_share_memory(C, A) or np.may_share_memory(C, B)
+
+
+# ---------------------------------------------------------------------------------------------
+# MKL paths
+# ---------------------------------------------------------------------------------------------
+
+def _mkl_gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray, M: int, N: int, K: int,
+              alpha: float, beta: float) -> None:
+    """C = alpha A @ B + beta C through cblas_?gemm; dtype float32/float64, M, N, K >= 1."""
+    e = C.itemsize
+    cs0, cs1 = C.strides
+    lc = _layout(cs0, cs1, M, N, e)
+    if lc is None or not C.flags.aligned or _overlaps(C, A, B):
+        T = np.array(C, order="C") if beta != 0 else np.empty((M, N), C.dtype)
+        _mkl_gemm(A, B, T, M, N, K, alpha, beta)
+        C[...] = T
+        return
+    as0, as1 = A.strides
+    la = _layout(as0, as1, M, K, e) if A.flags.aligned else None
+    if la is None:
+        A = np.ascontiguousarray(A)  # (keeps the copy alive until the call returns)
+        la = (_NO_TRANS, K)
+    bs0, bs1 = B.strides
+    lb = _layout(bs0, bs1, K, N, e) if B.flags.aligned else None
+    if lb is None:
+        B = np.ascontiguousarray(B)
+        lb = (_NO_TRANS, N)
+    mkl = _State.mkl
+    if max(M, N, K, la[1], lb[1], lc[1]) > mkl.int_max:
+        raise ValueError(f"gemm: dimensions {M}x{N}x{K} exceed this MKL's integer size")
+    ptr = _State.ptr
+    if lc[0] == _NO_TRANS:
+        mkl.gemm[e](_ROW_MAJOR, la[0], lb[0], M, N, K, alpha, ptr(A), la[1], ptr(B), lb[1],
+                    beta, ptr(C), lc[1])
+    else:  # C is column-major: C.T = B.T @ A.T
+        mkl.gemm[e](_ROW_MAJOR, _FLIP[lb[0]], _FLIP[la[0]], N, M, K, alpha, ptr(B), lb[1],
+                    ptr(A), la[1], beta, ptr(C), lc[1])
+
+
+def _batch_layout(X: np.ndarray, nb: int, r: int, c: int, e: int) -> tuple[int, int, int] | None:
+    """(trans, ld, batch stride in items) of a 2-D (shared: stride 0) or 3-D operand."""
+    if not X.flags.aligned:
+        return None
+    if X.ndim == 2:
+        s0, s1 = X.strides
+        sb = 0
+    else:
+        sb, s0, s1 = X.strides
+        if nb == 1:
+            sb = 0
+        elif sb < 0 or sb % e:
+            return None
+    lay = _layout(s0, s1, r, c, e)
+    return None if lay is None else (lay[0], lay[1], sb // e)
+
+
+def _mkl_batched(A: np.ndarray, B: np.ndarray, C: np.ndarray, nb: int, M: int, N: int, K: int,
+                 alpha: float, beta: float) -> None:
+    """C[x] = alpha A[x] @ B[x] + beta C[x]; dtype float32/float64, nb, M, N, K >= 1."""
+    e = C.itemsize
+    lc = _batch_layout(C, nb, M, N, e)
+    if lc is not None and nb > 1 and lc[2] < lc[1] * (M if lc[0] == _NO_TRANS else N):
+        lc = None  # slices of C must not overlap one another (and MKL wants stridec >= ldc*rows)
+    if lc is None or _overlaps(C, A, B):
+        T = np.array(C, order="C") if beta != 0 else np.empty((nb, M, N), C.dtype)
+        _mkl_batched(A, B, T, nb, M, N, K, alpha, beta)
+        C[...] = T
+        return
+    la = _batch_layout(A, nb, M, K, e)
+    if la is None:
+        A = np.ascontiguousarray(A)
+        la = (_NO_TRANS, K, M * K if A.ndim == 3 else 0)
+    lb = _batch_layout(B, nb, K, N, e)
+    if lb is None:
+        B = np.ascontiguousarray(B)
+        lb = (_NO_TRANS, N, K * N if B.ndim == 3 else 0)
+    mkl = _State.mkl
+    if max(nb, M, N, K, la[1], lb[1], lc[1], la[2], lb[2], lc[2]) > mkl.int_max:
+        raise ValueError(f"batched_gemm: sizes {nb}x{M}x{N}x{K} exceed this MKL's integer size")
+    ptr = _State.ptr
+    pa, pb, pc = ptr(A), ptr(B), ptr(C)
+    if lc[0] == _TRANS:  # column-major C slices: C[x].T = B[x].T @ A[x].T
+        la, lb, pa, pb, M, N = (_FLIP[lb[0]], lb[1], lb[2]), (_FLIP[la[0]], la[1], la[2]), \
+            pb, pa, N, M
+    if lb[2] == 0 and la[0] == _NO_TRANS and la[2] == M * la[1] and lc[2] == M * lc[1]:
+        # B shared and the A and C slices stacked row after row: one (nb*M) x N x K GEMM
+        mkl.gemm[e](_ROW_MAJOR, la[0], lb[0], nb * M, N, K, alpha, pa, la[1], pb, lb[1],
+                    beta, pc, lc[1])
+        return
+    batch = mkl.batch.get(e)
+    if batch is not None and nb > 1:  # (MKL wants stridec >= ldc * rows even for one slice)
+        batch(_ROW_MAJOR, la[0], lb[0], M, N, K, alpha, pa, la[1], la[2], pb, lb[1], lb[2],
+              beta, pc, lc[1], lc[2], nb)
+        return
+    fn = mkl.gemm[e]
+    for x in range(nb):
+        fn(_ROW_MAJOR, la[0], lb[0], M, N, K, alpha, pa + x * la[2] * e, la[1],
+           pb + x * lb[2] * e, lb[1], beta, pc + x * lc[2] * e, lc[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# numpy path
+# ---------------------------------------------------------------------------------------------
+
+def _numpy_gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float, beta: float) -> None:
+    """C = alpha A @ B + beta C with np.matmul (batched when any operand is 3-D)."""
+    if beta == 0:
+        np.matmul(A, B, out=C)  # numpy copies for itself where C overlaps A or B
+        if alpha != 1:
+            C *= alpha
+        return
+    T = np.matmul(A, B)
+    if alpha != 1:
+        T *= alpha
+    if beta != 1:
+        C *= beta
+    C += T
+
+
+def _float16(A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float, beta: float,
+             run) -> np.ndarray:
+    """float16: compute in float32 temps and round the result into C."""
+    T = C.astype(np.float32) if beta != 0 else np.empty(C.shape, np.float32)
+    run(A.astype(np.float32), B.astype(np.float32), T)
+    C[...] = T
+    return C
+
+
+# ---------------------------------------------------------------------------------------------
+# Public entry points
+# ---------------------------------------------------------------------------------------------
+
+def gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float = 1.0,
+         beta: float = 0.0) -> np.ndarray:
+    """C = alpha * A @ B + beta * C for 2-D A (M, K), B (K, N), C (M, N); returns C.
+
+    One dtype for all three: float32, float64 or float16 (computed in float32). Shapes and
+    dtypes are checked (ValueError; TypeError for non-arrays) before anything is written.
+    """
+    dt = _check_arrays("gemm", A, B, C)
+    if A.ndim != 2 or B.ndim != 2 or C.ndim != 2:
+        raise _shape_error("gemm", A, B, C, "2-D A (M, K), B (K, N), C (M, N)")
+    M, K = A.shape
+    N = B.shape[1]
+    if B.shape[0] != K or C.shape[0] != M or C.shape[1] != N:
+        raise _shape_error("gemm", A, B, C, f"A (M, K), B (K, N), C (M, N), i.e. B ({K}, {N}) "
+                           f"and C ({M}, {N}) for this A and B's {N} columns")
+    alpha = float(alpha)
+    beta = float(beta)
+    if M == 0 or N == 0:
+        return C
+    if K == 0 or alpha == 0:
+        return _scale_only(C, beta)
+    if (_State.resolved or _resolve()) == "mkl":
+        if dt == _F16:
+            return _float16(A, B, C, alpha, beta,
+                            lambda a, b, t: _mkl_gemm(a, b, t, M, N, K, alpha, beta))
+        _mkl_gemm(A, B, C, M, N, K, alpha, beta)
+        return C
+    if dt == _F16:
+        return _float16(A, B, C, alpha, beta, lambda a, b, t: _numpy_gemm(a, b, t, alpha, beta))
+    _numpy_gemm(A, B, C, alpha, beta)
+    return C
+
+
+def batched_gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float = 1.0,
+                 beta: float = 0.0) -> np.ndarray:
+    """C[x] = alpha * A[x] @ B[x] + beta * C[x] for C (X, M, N); returns C.
+
+    A is (X, M, K) or (M, K) (one A for every x), B is (X, K, N) or (K, N). dtypes and errors
+    as in gemm.
+    """
+    dt = _check_arrays("batched_gemm", A, B, C)
+    want = "A (X, M, K) or (M, K), B (X, K, N) or (K, N), C (X, M, N)"
+    if C.ndim != 3 or A.ndim not in (2, 3) or B.ndim not in (2, 3):
+        raise _shape_error("batched_gemm", A, B, C, want)
+    nb, M, N = C.shape
+    K = A.shape[-1]
+    if (A.shape[-2] != M or B.shape[-2] != K or B.shape[-1] != N
+            or (A.ndim == 3 and A.shape[0] != nb) or (B.ndim == 3 and B.shape[0] != nb)):
+        raise _shape_error("batched_gemm", A, B, C, want)
+    alpha = float(alpha)
+    beta = float(beta)
+    if nb == 0 or M == 0 or N == 0:
+        return C
+    if K == 0 or alpha == 0:
+        return _scale_only(C, beta)
+    if (_State.resolved or _resolve()) == "mkl":
+        if dt == _F16:
+            return _float16(A, B, C, alpha, beta,
+                            lambda a, b, t: _mkl_batched(a, b, t, nb, M, N, K, alpha, beta))
+        _mkl_batched(A, B, C, nb, M, N, K, alpha, beta)
+        return C
+    if dt == _F16:
+        return _float16(A, B, C, alpha, beta, lambda a, b, t: _numpy_gemm(a, b, t, alpha, beta))
+    _numpy_gemm(A, B, C, alpha, beta)
+    return C

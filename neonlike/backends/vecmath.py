@@ -1,0 +1,248 @@
+"""Vectorizable float32 transcendental functions for the Numba backend (draft)."""
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
+
+__all__ = [
+    "bitcast_f32_to_i32", "bitcast_i32_to_f32",
+    "exp32", "exp2_32", "log32", "log2_32", "tanh32", "tanh2_32",
+    "sig32", "sig2_32", "softplus32", "safelog32",
+]
+
+
+# ------------------------------------------------------------------ bit casts
+
+@intrinsic
+def bitcast_f32_to_i32(typingctx, x):
+    """The IEEE-754 bits of float32 `x` as an int32 (a float64 argument is first rounded to float32)."""
+    if not isinstance(x, types.Float):
+        return None
+
+    def codegen(context, builder, signature, args):
+        v = args[0]
+        if x.bitwidth != 32:
+            v = builder.fptrunc(v, ir.FloatType())
+        return builder.bitcast(v, ir.IntType(32))
+
+    return types.int32(x), codegen
+
+
+@intrinsic
+def bitcast_i32_to_f32(typingctx, i):
+    """The float32 whose bits are the low 32 bits of integer `i`."""
+    if not isinstance(i, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        v = args[0]
+        if i.bitwidth > 32:
+            v = builder.trunc(v, ir.IntType(32))
+        elif i.bitwidth < 32:
+            v = (builder.sext if i.signed else builder.zext)(v, ir.IntType(32))
+        return builder.bitcast(v, ir.FloatType())
+
+    return types.float32(i), codegen
+
+
+_jit = numba.njit(fastmath=False, error_model="numpy", forceinline=True)
+
+F = np.float32
+_ONE = F(1.0)
+_HALF = F(0.5)
+_TWO = F(2.0)
+_ZERO = F(0.0)
+_INF = F(np.inf)
+_NINF = F(-np.inf)
+_NAN = F(np.nan)
+_MAGIC = F(12582912.0)              # 1.5 * 2**23: x + MAGIC rounds x to an integer in the low bits
+_MAGIC_BITS = 0x4B400000
+_LOG2E = F(1.4426950408889634)
+_LN2 = F(math.log(2.0))
+_LN2_HI = F(0.693359375)            # 9 significant bits: k * _LN2_HI is exact for |k| < 2**15
+_LN2_LO = F(math.log(2.0) - 0.693359375)
+_L2E_HI = F(2955.0 / 2048.0)        # 12 significant bits
+_L2E_LO = F(1.4426950408889634 - 2955.0 / 2048.0)
+_EXP_HI = F(89.0)
+_EXP_LO = F(-104.0)
+_EXP2_HI = F(129.0)
+_EXP2_LO = F(-151.0)
+_TINY = F(1.1754943508222875e-38)   # smallest normal float32
+_TWO23 = F(8388608.0)
+_SAFELOG_MIN = F(math.exp(-50.0))
+
+# exp: e**r = 1 + r + r*r*Q(r), |r| <= ln2/2
+_EQ0 = F(0.0013926198007538915)
+_EQ1 = F(0.008363190107047558)
+_EQ2 = F(0.041666556149721146)
+_EQ3 = F(0.16666576266288757)
+_EQ4 = F(0.5)
+# exp2: 2**r = 1 + r*P(r), |r| <= 1/2
+_E2P0 = F(0.00015453163359779865)
+_E2P1 = F(0.0013390863314270973)
+_E2P2 = F(0.009618083015084267)
+_E2P3 = F(0.055503569543361664)
+_E2P4 = F(0.24022650718688965)
+_E2P5 = F(0.6931471824645996)
+# log: log1p(f) = f - f*f/2 + f**3*P(f), sqrt(1/2)-1 <= f < sqrt(2)-1
+_LP0 = F(0.06971611827611923)
+_LP1 = F(-0.11479733884334564)
+_LP2 = F(0.11685419827699661)
+_LP3 = F(-0.12425687164068222)
+_LP4 = F(0.14249058067798615)
+_LP5 = F(-0.1666780263185501)
+_LP6 = F(0.20000715553760529)
+_LP7 = F(-0.2499999701976776)
+_LP8 = F(0.3333333134651184)
+# tanh: tanh(x) = x + x**3*R(x*x), |x| < 0.625
+_TR0 = F(-0.006096714176237583)
+_TR1 = F(0.020997179672122)
+_TR2 = F(-0.05385090783238411)
+_TR3 = F(0.1333276927471161)
+_TR4 = F(-0.333333283662796)
+_TANH_POLY_MAX = F(0.625)
+_TANH2_POLY_MAX = F(0.625 / math.log(2.0))
+
+
+@_jit
+def _pow2_scale(p, n):
+    """p * 2**n for float32 p in [0.5, 2] and integer n in [-151, 129], rounded once."""
+    n1 = n >> 1
+    n2 = n - n1
+    return p * bitcast_i32_to_f32((n1 + 127) << 23) * bitcast_i32_to_f32((n2 + 127) << 23)
+
+
+@_jit
+def exp32(x):
+    x = F(x)
+    x = _EXP_HI if x > _EXP_HI else x
+    x = _EXP_LO if x < _EXP_LO else x
+    t = x * _LOG2E + _MAGIC
+    n = bitcast_f32_to_i32(t) - _MAGIC_BITS
+    fn = t - _MAGIC
+    r = x - fn * _LN2_HI
+    r = r - fn * _LN2_LO
+    q = (((_EQ0 * r + _EQ1) * r + _EQ2) * r + _EQ3) * r + _EQ4
+    p = (r * r) * q + r + _ONE
+    return _pow2_scale(p, n)
+
+
+@_jit
+def exp2_32(x):
+    x = F(x)
+    x = _EXP2_HI if x > _EXP2_HI else x
+    x = _EXP2_LO if x < _EXP2_LO else x
+    t = x + _MAGIC
+    n = bitcast_f32_to_i32(t) - _MAGIC_BITS
+    r = x - (t - _MAGIC)
+    q = ((((_E2P0 * r + _E2P1) * r + _E2P2) * r + _E2P3) * r + _E2P4) * r + _E2P5
+    p = r * q + _ONE
+    return _pow2_scale(p, n)
+
+
+@_jit
+def _log_parts(x):
+    """x > 0 finite -> (k, f, y) with x = 2**k * (1 + f), log1p(f) = f + y."""
+    sub = x < _TINY
+    xs = x * _TWO23 if sub else x
+    i = bitcast_f32_to_i32(xs)
+    tmp = i - 0x3F3504F3
+    k = (tmp >> 23) - (23 if sub else 0)
+    m = bitcast_i32_to_f32((tmp & 0x007FFFFF) + 0x3F3504F3)
+    f = m - _ONE
+    z = f * f
+    pf = ((((((((_LP0 * f + _LP1) * f + _LP2) * f + _LP3) * f + _LP4) * f + _LP5) * f + _LP6) * f
+           + _LP7) * f + _LP8)
+    y = z * f * pf - _HALF * z
+    return F(k), f, y
+
+
+@_jit
+def _log_fix(x, r):
+    r = r if x < _INF else x + x       # +inf -> inf, nan -> nan
+    r = _NINF if x == _ZERO else r
+    return _NAN if x < _ZERO else r
+
+
+@_jit
+def log32(x):
+    x = F(x)
+    fk, f, y = _log_parts(x)
+    a = fk * _LN2_HI
+    s = a + f
+    err = f - (s - a)
+    r = s + (err + (y + fk * _LN2_LO))
+    return _log_fix(x, r)
+
+
+@_jit
+def log2_32(x):
+    x = F(x)
+    fk, f, y = _log_parts(x)
+    fh = bitcast_i32_to_f32(bitcast_f32_to_i32(f) & -4096)
+    fl = f - fh
+    ph = fh * _L2E_HI
+    pl = fl * _L2E_HI + f * _L2E_LO + y * _LOG2E
+    s = fk + ph
+    err = ph - (s - fk)
+    r = s + (err + pl)
+    return _log_fix(x, r)
+
+
+@_jit
+def _tanh_core(x, y, t):
+    """tanh of the argument whose scaled value is y (poly branch) and t = exp(-2|arg|)."""
+    ay = abs(y)
+    z = ay * ay
+    rz = (((_TR0 * z + _TR1) * z + _TR2) * z + _TR3) * z + _TR4
+    small = ay + ay * z * rz
+    big = (_ONE - t) / (_ONE + t)
+    r = small if ay < _TANH_POLY_MAX else big
+    return -r if x < _ZERO else r
+
+
+@_jit
+def tanh32(x):
+    x = F(x)
+    return _tanh_core(x, x, exp32(F(-2.0) * abs(x)))
+
+
+@_jit
+def tanh2_32(x):
+    x = F(x)
+    return _tanh_core(x, x * _LN2, exp2_32(F(-2.0) * abs(x)))
+
+
+@_jit
+def sig32(x):
+    x = F(x)
+    t = exp32(-abs(x))
+    return (_ONE if x >= _ZERO else t) / (_ONE + t)
+
+
+@_jit
+def sig2_32(x):
+    x = F(x)
+    t = exp2_32(-abs(x))
+    return (_ONE if x >= _ZERO else t) / (_ONE + t)
+
+
+@_jit
+def softplus32(x):
+    x = F(x)
+    t = exp32(-abs(x))
+    u = _ONE + t
+    c = t - (u - _ONE)
+    l1p = log32(u) + c / u
+    return (x if x > _ZERO else _ZERO) + l1p
+
+
+@_jit
+def safelog32(x):
+    x = F(x)
+    return log32(_SAFELOG_MIN if x < _SAFELOG_MIN else x)
