@@ -27,6 +27,14 @@ class OpDict(dict):
 
     __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = __ior__ = _frozen  # type: ignore
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if len(self):
+            self._frozen()
+        dict.__init__(self, *args, **kwargs)
+
+    def __reduce__(self) -> tuple:
+        return (OpDict, (dict(self),))
+
     def __hash__(self) -> int:  # type: ignore[override]
         return hash(tuple(self.items()))
 
@@ -72,8 +80,10 @@ def build(op: Any, a: Any, b: Any, out: Any = None, **kwargs: Any) -> Any:
     if b is not None and not isinstance(b, Operators):
         b = constant(b, op)
     given = (a is not None) + (b is not None)
-    if given != info.arity or (info.arity == 1 and a is None):
+    if given != info.arity:
         raise ValueError(f"{op}: takes {info.arity} operand(s), got {given}")
+    if info.arity == 1 and a is None:
+        raise ValueError(f"{op}: a unary op takes its operand on the left: build({op.value!r}, x, None)")
     accepted = ACCEPTED_KWARGS.get(info.infer, ())
     if kwargs and set(kwargs) - set(accepted):
         unknown = set(kwargs) - set(accepted)
@@ -89,6 +99,10 @@ def build(op: Any, a: Any, b: Any, out: Any = None, **kwargs: Any) -> Any:
     if out is not None:
         return build(Op.ASSIGN, out, node)
     return node
+
+
+def _is_tensor(x: Any) -> bool:
+    return isinstance(x, Operators) and not isinstance(x, OpTreeNode)
 
 
 def _leaf_str(x: Any) -> str:
@@ -107,6 +121,10 @@ def _binary(op: Op, reflected: bool = False) -> Any:
                                 f"of shape {other.shape}; copy it to the backend with be.array(...)")
             if not (isinstance(other, (np.generic, np.ndarray))
                     and other.dtype.kind in _NUMBER_KINDS):
+                if isinstance(self, OpTreeNode) and op not in (Op.EQ, Op.NE):
+                    # a tree is a tuple: NotImplemented would let tuple + / < take over
+                    raise TypeError(f"{op}: unsupported operand type {type(other).__name__} "
+                                    "for an op-tree; expected a Tensor, op-tree or real number")
                 return NotImplemented
         return build(op, other, self) if reflected else build(op, self, other)
     method.__name__ = f"__{'r' if reflected else ''}{op.value}__"
@@ -185,6 +203,9 @@ class OpTreeNode(Operators, tuple):
             op_dict = OpDict(op_dict)
         return tuple.__new__(cls, (op_dict, left, right))
 
+    def __getnewargs__(self) -> tuple:
+        return tuple(self)
+
     def __repr__(self) -> str:
         return f"({self[0]!r}, {_leaf_str(self[1])}, {_leaf_str(self[2])})"
 
@@ -192,8 +213,7 @@ class OpTreeNode(Operators, tuple):
 
     def __bool__(self) -> bool:
         op, left, right = self
-        if op["op"] in (Op.EQ, Op.NE) and not isinstance(left, OpTreeNode) and \
-                not isinstance(right, OpTreeNode):
+        if op["op"] in (Op.EQ, Op.NE) and _is_tensor(left) and _is_tensor(right):
             return (left is right) == (op["op"] == Op.EQ)  # list membership compares identity
         raise TypeError(
             f"the truth value of an op-tree ({op['op']}) is undefined: the tree is lazy and "
@@ -244,10 +264,13 @@ class OpTreeNode(Operators, tuple):
 
     @property
     def T(self) -> OpTreeNode:
-        return build(Op.TRANSPOSE, self, None)
+        """Transpose as Tensor.T does: 2-D reverses the axes, more dims swap the last two."""
+        n = len(self.shape)
+        axes = None if n == 2 else tuple(range(n - 2)) + (n - 1, n - 2)
+        return build(Op.TRANSPOSE, self, None, axes=axes)
 
     def transpose(self, out: Any = None) -> Any:
-        return build(Op.TRANSPOSE, self, None, out=out)
+        return self.T if out is None else build(Op.ASSIGN, out, self.T)
 
     def reshape(self, *shape: Any) -> OpTreeNode:
         newshape = shape[0] if len(shape) == 1 else shape
@@ -267,8 +290,10 @@ class OpTreeNode(Operators, tuple):
         return NervanaObject.be
 
     def astensor(self) -> Any:
-        """Allocate a tensor of the tree's shape on its backend and assign the tree to it."""
-        out = self.backend().empty(self.shape)
+        """A new tensor holding the tree's value: of its float leaves' dtype, else the default."""
+        be = self.backend()
+        floats = [t.dtype for t in self.leaves() if t.dtype.kind == "f"]
+        out = be.empty(self.shape, dtype=np.result_type(*floats) if floats else None)
         out[:] = self
         return out
 

@@ -55,13 +55,12 @@ def gen_backend(backend: str | None = None, rng_seed: int | None = None, datatyp
     known = registry()
     if name not in known:
         raise ValueError(f"backend must be one of {sorted(known)}, got {name!r}")
-    if NervanaObject.be is not None:
-        cleanup_backend()
     cls = known[name]()
     be = cls(rng_seed=rng_seed, default_dtype=datatype, stochastic_round=stochastic_round,
              device_id=device_id, max_devices=max_devices, compat_mode=compat_mode,
              deterministic=deterministic, **kwargs)
     be.bsz = batch_size
+    cleanup_backend()  # only once the new backend exists: a failed gen_backend keeps the old one
     NervanaObject.be = be
     if not _atexit_registered:
         atexit.register(cleanup_backend)

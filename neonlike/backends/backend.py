@@ -184,7 +184,9 @@ class Backend:
     def flatten(self, a: Any, axis: int = 1, out: Any = None) -> Any:
         """(prod(shape[:axis]), prod(shape[axis:])), as ONNX and torch.flatten(x, axis) do."""
         shape = shape_of(a)
-        axis = S.norm_axis(axis, len(shape) + 1, "flatten")
+        if not -len(shape) <= axis <= len(shape):
+            raise ValueError(f"flatten: axis {axis} is out of range for shape {shape}")
+        axis %= len(shape) + (axis >= 0)
         return self.reshape(a, (math.prod(shape[:axis]), math.prod(shape[axis:])), out)
 
     def concatenate(self, arrays: Sequence[Any], axis: int = 0, out: Any = None) -> Any:
