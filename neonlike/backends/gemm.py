@@ -110,24 +110,34 @@ def _candidate_paths() -> list[str]:
     return unique
 
 
-def _pointer_reader():
-    """A fast `array -> data address` function.
+_read_size_t = ctypes.c_size_t.from_address
+_PTR_OFFSET: int | None = None  # where an ndarray keeps its data pointer; see _pointer_offset
 
-    `arr.ctypes.data` costs ~1.5 us a call, more than an 8x8 sgemm. numpy's public struct
+
+def _pointer_offset() -> int | None:
+    """The byte offset of the data pointer in an ndarray object, or None to use .ctypes.data.
+
+    `arr.ctypes.data` costs ~1.5 us a call, about an 8x8 sgemm's time. numpy's public struct
     (PyArrayObject_fields: PyObject_HEAD, then `char *data`) puts the pointer right after the
-    object header, so we read it there -- but only after checking the offset on probe arrays,
-    falling back to `.ctypes.data` anywhere that check fails (other builds, other runtimes).
+    object header, so we read it there -- but only after checking that offset on probe arrays,
+    falling back to `.ctypes.data` wherever the check fails (other builds, other runtimes).
     """
     offset = object.__basicsize__
-    read = ctypes.c_size_t.from_address
     try:
         base = np.arange(64, dtype=np.float64).reshape(8, 8)
-        probes = [base, base[3:, 2:], base.T[::2], np.empty(0), np.zeros((2, 3), np.float32)]
-        if all(read(id(p) + offset).value == p.ctypes.data for p in probes):
-            return lambda a: read(id(a) + offset).value
+        probes = [base, base[3:, 2:], base.T[::2], np.empty(0), np.zeros((2, 3), np.float32),
+                  np.asfortranarray(base)[1:]]
+        if all(_read_size_t(id(p) + offset).value == p.ctypes.data for p in probes):
+            return offset
     except Exception:  # noqa: BLE001
         pass
-    return lambda a: a.ctypes.data
+    return None
+
+
+def _ptr(a: np.ndarray) -> int:
+    """The address of a's first element."""
+    off = _PTR_OFFSET
+    return _read_size_t(id(a) + off).value if off is not None else a.ctypes.data
 
 
 class _MKL:
@@ -140,11 +150,10 @@ class _MKL:
         # (MKL_INTERFACE_LAYER may make plain cblas_sgemm ILP64); plain names are LP64 otherwise.
         if hasattr(lib, "cblas_sgemm_64") and hasattr(lib, "cblas_dgemm_64"):
             suffix, integer = "_64", ctypes.c_int64
-            self.int_max = 2**63 - 1
         else:
             ilp64 = os.environ.get("MKL_INTERFACE_LAYER", "").upper().startswith("ILP64")
             suffix, integer = "", (ctypes.c_int64 if ilp64 else ctypes.c_int)
-            self.int_max = 2**63 - 1 if ilp64 else 2**31 - 1
+        self.lp64 = integer is ctypes.c_int
         enum, ptr, i = ctypes.c_int, ctypes.c_void_p, integer
         self.gemm: dict[int, Any] = {}
         self.batch: dict[int, Any] = {}
@@ -168,7 +177,6 @@ class _State:
     resolved: str | None = None    # 'mkl' or 'numpy' once resolved
     mkl: _MKL | None = None
     mkl_error: str | None = None   # why MKL could not be loaded, when it could not
-    ptr = None                     # array -> address
 
 
 def _load_mkl() -> _MKL:
@@ -212,8 +220,9 @@ def _resolve() -> str:
                 if want == "mkl":
                     raise
                 name = "numpy"
-        if _State.ptr is None:
-            _State.ptr = _pointer_reader()
+        global _PTR_OFFSET
+        if _PTR_OFFSET is None:
+            _PTR_OFFSET = _pointer_offset()
         _State.resolved = name
         return name
 
@@ -321,6 +330,19 @@ def _layout(s0: int, s1: int, r: int, c: int, e: int) -> tuple[int, int] | None:
     return None
 
 
+def _operand_layout(X: np.ndarray, r: int, c: int, e: int) -> tuple[int, int] | None:
+    """_layout of a 2-D array, with the contiguous cases first (None: copy it)."""
+    fl = X.flags
+    if not fl.aligned:
+        return None
+    if fl.c_contiguous:
+        return _NO_TRANS, c
+    if fl.f_contiguous:
+        return _TRANS, r
+    s0, s1 = X.strides
+    return _layout(s0, s1, r, c, e)
+
+
 def _scale_only(C: np.ndarray, beta: float) -> np.ndarray:
     """C = beta * C, for alpha == 0 or K == 0 (C not read when beta == 0)."""
     if beta == 0:
@@ -338,37 +360,55 @@ def _overlaps(C: np.ndarray, A: np.ndarray, B: np.ndarray) -> bool:
 # MKL paths
 # ---------------------------------------------------------------------------------------------
 
+def _span(lay: tuple[int, int], r: int, c: int, e: int) -> int:
+    """Bytes from the first to one past the last element of an r x c operand laid out `lay`."""
+    return ((r - 1) * lay[1] + c) * e if lay[0] == _NO_TRANS else ((c - 1) * lay[1] + r) * e
+
+
 def _mkl_gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray, M: int, N: int, K: int,
               alpha: float, beta: float) -> None:
     """C = alpha A @ B + beta C through cblas_?gemm; dtype float32/float64, M, N, K >= 1."""
     e = C.itemsize
-    cs0, cs1 = C.strides
-    lc = _layout(cs0, cs1, M, N, e)
-    if lc is None or not C.flags.aligned or _overlaps(C, A, B):
-        T = np.array(C, order="C") if beta != 0 else np.empty((M, N), C.dtype)
-        _mkl_gemm(A, B, T, M, N, K, alpha, beta)
-        C[...] = T
-        return
-    as0, as1 = A.strides
-    la = _layout(as0, as1, M, K, e) if A.flags.aligned else None
+    lc = _operand_layout(C, M, N, e)
+    if lc is None:
+        return _mkl_gemm_via_temp(A, B, C, M, N, K, alpha, beta)
+    la = _operand_layout(A, M, K, e)
     if la is None:
         A = np.ascontiguousarray(A)  # (keeps the copy alive until the call returns)
         la = (_NO_TRANS, K)
-    bs0, bs1 = B.strides
-    lb = _layout(bs0, bs1, K, N, e) if B.flags.aligned else None
+    lb = _operand_layout(B, K, N, e)
     if lb is None:
         B = np.ascontiguousarray(B)
         lb = (_NO_TRANS, N)
+    off = _PTR_OFFSET
+    if off is not None:
+        pa = _read_size_t(id(A) + off).value
+        pb = _read_size_t(id(B) + off).value
+        pc = _read_size_t(id(C) + off).value
+    else:
+        pa, pb, pc = A.ctypes.data, B.ctypes.data, C.ctypes.data
+    # C must not overlap A or B (BLAS reads them while writing C): compare address ranges
+    end_c = pc + _span(lc, M, N, e)
+    if ((pa < end_c and pc < pa + _span(la, M, K, e))
+            or (pb < end_c and pc < pb + _span(lb, K, N, e))):
+        return _mkl_gemm_via_temp(A, B, C, M, N, K, alpha, beta)
     mkl = _State.mkl
-    if max(M, N, K, la[1], lb[1], lc[1]) > mkl.int_max:
-        raise ValueError(f"gemm: dimensions {M}x{N}x{K} exceed this MKL's integer size")
-    ptr = _State.ptr
+    if mkl.lp64 and max(M, N, K, la[1], lb[1], lc[1]) > 2**31 - 1:
+        raise ValueError(f"gemm: dimensions {M}x{N}x{K} exceed this MKL's 32-bit integers")
     if lc[0] == _NO_TRANS:
-        mkl.gemm[e](_ROW_MAJOR, la[0], lb[0], M, N, K, alpha, ptr(A), la[1], ptr(B), lb[1],
-                    beta, ptr(C), lc[1])
+        mkl.gemm[e](_ROW_MAJOR, la[0], lb[0], M, N, K, alpha, pa, la[1], pb, lb[1],
+                    beta, pc, lc[1])
     else:  # C is column-major: C.T = B.T @ A.T
-        mkl.gemm[e](_ROW_MAJOR, _FLIP[lb[0]], _FLIP[la[0]], N, M, K, alpha, ptr(B), lb[1],
-                    ptr(A), la[1], beta, ptr(C), lc[1])
+        mkl.gemm[e](_ROW_MAJOR, _FLIP[lb[0]], _FLIP[la[0]], N, M, K, alpha, pb, lb[1],
+                    pa, la[1], beta, pc, lc[1])
+
+
+def _mkl_gemm_via_temp(A: np.ndarray, B: np.ndarray, C: np.ndarray, M: int, N: int, K: int,
+                       alpha: float, beta: float) -> None:
+    """For a C that CBLAS cannot write in place (odd strides, overlapping A or B)."""
+    T = np.array(C, order="C") if beta != 0 else np.empty((M, N), C.dtype)
+    _mkl_gemm(A, B, T, M, N, K, alpha, beta)
+    C[...] = T
 
 
 def _batch_layout(X: np.ndarray, nb: int, r: int, c: int, e: int) -> tuple[int, int, int] | None:
@@ -409,10 +449,10 @@ def _mkl_batched(A: np.ndarray, B: np.ndarray, C: np.ndarray, nb: int, M: int, N
         B = np.ascontiguousarray(B)
         lb = (_NO_TRANS, N, K * N if B.ndim == 3 else 0)
     mkl = _State.mkl
-    if max(nb, M, N, K, la[1], lb[1], lc[1], la[2], lb[2], lc[2]) > mkl.int_max:
-        raise ValueError(f"batched_gemm: sizes {nb}x{M}x{N}x{K} exceed this MKL's integer size")
-    ptr = _State.ptr
-    pa, pb, pc = ptr(A), ptr(B), ptr(C)
+    if mkl.lp64 and max(nb, M, N, K, la[1], lb[1], lc[1], la[2], lb[2], lc[2]) > 2**31 - 1:
+        raise ValueError(f"batched_gemm: sizes {nb}x{M}x{N}x{K} exceed this MKL's 32-bit "
+                         f"integers")
+    pa, pb, pc = _ptr(A), _ptr(B), _ptr(C)
     if lc[0] == _TRANS:  # column-major C slices: C[x].T = B[x].T @ A[x].T
         la, lb, pa, pb, M, N = (_FLIP[lb[0]], lb[1], lb[2]), (_FLIP[la[0]], la[1], la[2]), \
             pb, pa, N, M

@@ -1,0 +1,622 @@
+"""neonlike.backends.gemm against numpy float64, on the MKL path and the forced numpy path."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from neonlike.backends import gemm as G
+
+DTYPES = [np.float32, np.float64, np.float16]
+RTOL = {np.float64: 1e-12, np.float32: 1e-5, np.float16: 1e-3}
+
+
+@pytest.fixture(params=["mkl", "numpy"])
+def path(request):
+    """Run the test on the MKL path (skipped where MKL does not load) and the numpy path."""
+    try:
+        previous = G.set_backend(request.param)
+    except RuntimeError as e:
+        pytest.skip(f"MKL unavailable here: {e}")
+    assert G.backend_name() == request.param
+    yield request.param
+    G.set_backend(previous)
+
+
+@pytest.fixture(autouse=True)
+def no_mkl_parameter_errors(capfd):
+    """MKL reports a rejected argument on stdout (and leaves C alone): fail on any."""
+    yield
+    out, err = capfd.readouterr()
+    assert "MKL ERROR" not in out + err, out + err
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(20240607)
+
+
+def operand(rng, shape, dtype, kind):
+    """A (rows, cols) array of `dtype` laid out as `kind` says."""
+    r, c = shape
+    if kind == "c":
+        return rng.standard_normal((r, c)).astype(dtype)
+    if kind == "t":  # transposed view of a C array
+        return rng.standard_normal((c, r)).astype(dtype).T
+    if kind == "f":
+        return np.asfortranarray(rng.standard_normal((r, c)).astype(dtype))
+    if kind == "sub":  # unit last stride, leading dimension > cols
+        return rng.standard_normal((r + 2, c + 3)).astype(dtype)[1:r + 1, 2:c + 2]
+    if kind == "subt":  # transposed view of a column block
+        return rng.standard_normal((c + 1, r + 4)).astype(dtype)[1:, 3:r + 3].T
+    if kind == "step":  # steps in both axes: must be copied
+        return rng.standard_normal((2 * r, 3 * c)).astype(dtype)[::2, ::3]
+    if kind == "neg":  # negative stride: must be copied
+        return rng.standard_normal((r, c)).astype(dtype)[::-1]
+    raise ValueError(kind)
+
+
+LAYOUTS = ["c", "t", "f", "sub", "subt", "step", "neg"]
+
+
+def reference(A, B, C0, alpha, beta):
+    out = alpha * (A.astype(np.float64) @ B.astype(np.float64))
+    if beta != 0:
+        out = out + beta * C0.astype(np.float64)
+    return out
+
+
+def assert_gemm_close(got, A, B, C0, alpha, beta, dtype):
+    """|got - ref| <= rtol * (|alpha| |A| @ |B| + |beta| |C0|), float64 reference."""
+    want = reference(A, B, C0, alpha, beta)
+    scale = abs(alpha) * (np.abs(A.astype(np.float64)) @ np.abs(B.astype(np.float64)))
+    if beta != 0:
+        scale = scale + abs(beta) * np.abs(C0.astype(np.float64))
+    rtol = RTOL[np.dtype(dtype).type]
+    tiny = np.finfo(dtype).tiny
+    err = np.abs(got.astype(np.float64) - want)
+    bad = err > rtol * scale + tiny
+    assert not bad.any(), (f"max err {err.max()} vs allowed {(rtol * scale).max()} at "
+                           f"{np.argwhere(bad)[:5].tolist()}")
+
+
+# ---------------------------------------------------------------------------------------------
+# gemm
+# ---------------------------------------------------------------------------------------------
+
+SHAPES = [(1, 1, 1), (1, 7, 5), (5, 7, 1), (1, 1, 9), (9, 1, 1), (1, 13, 1), (7, 1, 6),
+          (17, 33, 9), (64, 64, 64), (3, 130, 2), (33, 5, 70)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("M,K,N", SHAPES)
+def test_gemm_shapes(path, rng, dtype, M, K, N):
+    A = operand(rng, (M, K), dtype, "c")
+    B = operand(rng, (K, N), dtype, "c")
+    C = np.full((M, N), np.nan, dtype)
+    out = G.gemm(A, B, C)
+    assert out is C
+    assert_gemm_close(C, A, B, C, 1.0, 0.0, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("ka", LAYOUTS)
+@pytest.mark.parametrize("kb", LAYOUTS)
+def test_gemm_layouts(path, rng, dtype, ka, kb):
+    for M, K, N in [(6, 5, 4), (1, 5, 4), (6, 5, 1), (6, 1, 4)]:
+        A = operand(rng, (M, K), dtype, ka)
+        B = operand(rng, (K, N), dtype, kb)
+        A0, B0 = A.copy(), B.copy()
+        C = rng.standard_normal((M, N)).astype(dtype)
+        C0 = C.copy()
+        G.gemm(A, B, C, 1.5, 0.5)
+        assert_gemm_close(C, A, B, C0, 1.5, 0.5, dtype)
+        np.testing.assert_array_equal(A, A0)  # inputs untouched
+        np.testing.assert_array_equal(B, B0)
+
+
+OUT_VIEWS = {  # C as a view into a bigger array (M, N = 7, 5)
+    "sub": lambda x: x[1:8, 2:7],
+    "subt": lambda x: x.T[2:9, 1:6],
+    "step": lambda x: x[::3, ::3][:7, :5],
+    "neg": lambda x: x[6::-1, :5],
+    "t": lambda x: x[:5, :7].T,
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kc", ["c", "f"] + list(OUT_VIEWS))
+def test_gemm_output_layouts(path, rng, dtype, kc):
+    M, K, N = 7, 6, 5
+    A = operand(rng, (M, K), dtype, "c")
+    B = operand(rng, (K, N), dtype, "t")
+    big = rng.standard_normal((3 * M + 2, 3 * N + 4)).astype(dtype)
+    if kc == "c":
+        C = big[:M, :N].copy()
+    elif kc == "f":
+        C = np.asfortranarray(big[:M, :N])
+    else:
+        C = OUT_VIEWS[kc](big)
+    assert C.shape == (M, N)
+    big0, C0 = big.copy(), C.copy()
+    G.gemm(A, B, C, -0.5, 2.0)
+    assert_gemm_close(C, A, B, C0, -0.5, 2.0, dtype)
+    outside = np.ones(big.shape, bool)
+    if kc in OUT_VIEWS:
+        OUT_VIEWS[kc](outside)[...] = False
+    np.testing.assert_array_equal(big[outside], big0[outside])  # nothing else written
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (2.5, 0.0), (1.0, 1.0), (-0.5, 2.0),
+                                        (1.5, -1.0), (0.0, 3.0), (0.0, 0.0), (1.0, 0.25)])
+def test_gemm_alpha_beta(path, rng, dtype, alpha, beta):
+    M, K, N = 9, 11, 8
+    A = operand(rng, (M, K), dtype, "c")
+    B = operand(rng, (K, N), dtype, "f")
+    C = rng.standard_normal((M, N)).astype(dtype)
+    C0 = C.copy()
+    G.gemm(A, B, C, alpha, beta)
+    assert_gemm_close(C, A, B, C0, alpha, beta, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gemm_beta_zero_ignores_c_and_alpha_zero_ignores_ab(path, rng, dtype):
+    A = operand(rng, (4, 3), dtype, "c")
+    B = operand(rng, (3, 5), dtype, "c")
+    C = np.full((4, 5), np.nan, dtype)
+    G.gemm(A, B, C, 2.0, 0.0)
+    assert np.isfinite(C).all()
+    assert_gemm_close(C, A, B, C, 2.0, 0.0, dtype)
+    An = np.full((4, 3), np.nan, dtype)
+    C = rng.standard_normal((4, 5)).astype(dtype)
+    C0 = C.copy()
+    G.gemm(An, B, C, 0.0, 2.0)
+    np.testing.assert_array_equal(C, (2.0 * C0.astype(np.float64)).astype(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("M,K,N", [(0, 3, 4), (3, 0, 4), (3, 4, 0), (0, 0, 0)])
+@pytest.mark.parametrize("beta", [0.0, 2.0])
+def test_gemm_zero_size(path, rng, dtype, M, K, N, beta):
+    A = operand(rng, (M, K), dtype, "c")
+    B = operand(rng, (K, N), dtype, "c")
+    C = rng.standard_normal((M, N)).astype(dtype)
+    C0 = C.copy()
+    assert G.gemm(A, B, C, 1.0, beta) is C
+    np.testing.assert_array_equal(C, (beta * C0.astype(np.float64)).astype(dtype))
+
+
+def unaligned(x):
+    """A writable copy of x whose data address is not a multiple of its itemsize."""
+    buf = bytearray(x.nbytes + 1)
+    out = np.ndarray(x.shape, x.dtype, buffer=buf, offset=1)
+    out[...] = x
+    assert not out.flags.aligned
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gemm_unaligned(path, rng, dtype):
+    A = unaligned(operand(rng, (5, 4), dtype, "c"))
+    B = unaligned(operand(rng, (4, 3), dtype, "c"))
+    C = unaligned(rng.standard_normal((5, 3)).astype(dtype))
+    C0 = C.copy()
+    G.gemm(A, B, C, 1.0, 1.0)
+    assert_gemm_close(C, A, B, C0, 1.0, 1.0, dtype)
+    Ab = unaligned(rng.standard_normal((2, 5, 4)).astype(dtype))
+    Cb = unaligned(rng.standard_normal((2, 5, 3)).astype(dtype))
+    Cb0 = Cb.copy()
+    G.batched_gemm(Ab, unaligned(B), Cb, 2.0, 0.5)
+    assert_batched_close(Cb, Ab, B, Cb0, 2.0, 0.5, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gemm_c_aliasing_an_input(path, rng, dtype):
+    A = rng.standard_normal((6, 6)).astype(dtype)
+    B = rng.standard_normal((6, 6)).astype(dtype)
+    A0, B0 = A.copy(), B.copy()
+    G.gemm(A, B, A, 1.0, 0.5)  # C is A
+    assert_gemm_close(A, A0, B0, A0, 1.0, 0.5, dtype)
+    buf = rng.standard_normal((8, 8)).astype(dtype)
+    buf0 = buf.copy()
+    G.gemm(buf[:6, :6].T, B0, buf[2:, 2:])  # overlapping, not identical
+    assert_gemm_close(buf[2:, 2:], buf0[:6, :6].T, B0, buf0[2:, 2:], 1.0, 0.0, dtype)
+
+
+def test_gemm_mkl_views_need_no_copy(rng, monkeypatch):
+    """Transposed, Fortran and column-sliced operands go to CBLAS as they are."""
+    try:
+        previous = G.set_backend("mkl")
+    except RuntimeError as e:
+        pytest.skip(f"MKL unavailable here: {e}")
+    try:
+        def no_copy(*args, **kwargs):
+            raise AssertionError("operand was copied")
+        monkeypatch.setattr(np, "ascontiguousarray", no_copy)
+        for ka in ["c", "t", "f", "sub", "subt"]:
+            for kb in ["c", "t", "f", "sub", "subt"]:
+                A = operand(rng, (5, 4), np.float32, ka)
+                B = operand(rng, (4, 3), np.float32, kb)
+                C = np.empty((5, 3), np.float32)
+                G.gemm(A, B, C)
+                monkeypatch.undo()
+                assert_gemm_close(C, A, B, C, 1.0, 0.0, np.float32)
+                monkeypatch.setattr(np, "ascontiguousarray", no_copy)
+    finally:
+        monkeypatch.undo()
+        G.set_backend(previous)
+
+
+def test_layout_helper():
+    e = 4
+    a = np.empty((5, 7), np.float32)
+    assert G._layout(*a.strides, 5, 7, e) == (G._NO_TRANS, 7)
+    assert G._layout(*a.T.strides, 7, 5, e) == (G._TRANS, 7)
+    assert G._layout(*a[:, 2:5].strides, 5, 3, e) == (G._NO_TRANS, 7)
+    assert G._layout(*a[:, 2:5].T.strides, 3, 5, e) == (G._TRANS, 7)
+    f = np.asfortranarray(a)
+    assert G._layout(*f.strides, 5, 7, e) == (G._TRANS, 5)
+    assert G._layout(*a[::2, ::2].strides, 3, 4, e) is None
+    assert G._layout(*a[::-1].strides, 5, 7, e) is None
+    assert G._layout(*a[:1, ::2].strides, 1, 4, e) == (G._TRANS, 2)  # a stepped row
+    assert G._layout(*a[:, :1].strides, 5, 1, e) == (G._NO_TRANS, 7)  # a column
+
+
+def test_operand_layout_addresses_every_element():
+    """Whatever layout is chosen, (trans, ld) reaches each element where numpy has it."""
+    base = np.zeros((9, 11), np.float64)
+    views = [base, base.T, base[2:7, 3:4], base[2:3, 3:9], base[:1, :1], base[:, 4:5].T,
+             base[1:, 2:].T, np.asfortranarray(base)[1:5, 2:], base[::2, :], base[:, ::2],
+             base[::-1], base[:1, ::3], base[::3, :1], np.asfortranarray(base[:1]),
+             np.zeros((4, 1)), np.zeros((1, 4)).T]
+    e = base.itemsize
+    for v in views:
+        r, c = v.shape
+        lay = G._operand_layout(v, r, c, e)
+        if lay is None:
+            continue
+        trans, ld = lay
+        stored_cols = c if trans == G._NO_TRANS else r
+        assert ld >= max(1, stored_cols), (v.strides, lay)
+        for i in range(r):
+            for j in range(c):
+                want = i * v.strides[0] + j * v.strides[1]
+                got = (i * ld + j) * e if trans == G._NO_TRANS else (j * ld + i) * e
+                assert got == want, (v.shape, v.strides, lay, i, j)
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors leave C untouched
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fn", ["gemm", "batched_gemm"])
+def test_shape_mismatch(path, rng, fn):
+    f = getattr(G, fn)
+    lead = (3,) if fn == "batched_gemm" else ()
+    A = rng.standard_normal(lead + (4, 5)).astype(np.float32)
+    cases = [
+        (A, rng.standard_normal(lead + (6, 3)).astype(np.float32), lead + (4, 3)),   # K
+        (A, rng.standard_normal(lead + (5, 3)).astype(np.float32), lead + (4, 4)),   # C cols
+        (A, rng.standard_normal(lead + (5, 3)).astype(np.float32), lead + (5, 3)),   # C rows
+        (A[..., 0], rng.standard_normal(lead + (5, 3)).astype(np.float32), lead + (4, 3)),
+    ]
+    if fn == "batched_gemm":
+        cases += [
+            (A[:2], rng.standard_normal((3, 5, 3)).astype(np.float32), (3, 4, 3)),  # X
+            (A, rng.standard_normal((2, 5, 3)).astype(np.float32), (3, 4, 3)),
+            (A, rng.standard_normal((5, 3)).astype(np.float32), (4, 3)),           # C 2-D
+        ]
+    for a, b, cshape in cases:
+        C = rng.standard_normal(cshape).astype(np.float32)
+        C0 = C.copy()
+        with pytest.raises(ValueError) as info:
+            f(a, b, C, 1.0, 1.0)
+        msg = str(info.value)
+        assert str(a.shape) in msg and str(b.shape) in msg and str(C.shape) in msg
+        assert "expected" in msg
+        np.testing.assert_array_equal(C, C0)
+
+
+@pytest.mark.parametrize("fn", ["gemm", "batched_gemm"])
+@pytest.mark.parametrize("da,db,dc", [
+    (np.float64, np.float32, np.float32), (np.float32, np.float64, np.float32),
+    (np.float32, np.float32, np.float64), (np.float16, np.float32, np.float32),
+    (np.int32, np.int32, np.int32), (np.complex64, np.complex64, np.complex64),
+    (">f4", ">f4", ">f4")])
+def test_dtype_mismatch(path, rng, fn, da, db, dc):
+    lead = (2,) if fn == "batched_gemm" else ()
+    A = (rng.standard_normal(lead + (3, 4)) * 4).astype(da)
+    B = (rng.standard_normal(lead + (4, 5)) * 4).astype(db)
+    C = (rng.standard_normal(lead + (3, 5)) * 4).astype(dc)
+    C0 = C.copy()
+    with pytest.raises(ValueError) as info:
+        getattr(G, fn)(A, B, C, 1.0, 1.0)
+    msg = str(info.value)
+    assert str(A.dtype) in msg and str(B.dtype) in msg and str(C.dtype) in msg
+    np.testing.assert_array_equal(C, C0)
+
+
+def test_read_only_and_non_array(path, rng):
+    A = rng.standard_normal((3, 4)).astype(np.float32)
+    B = rng.standard_normal((4, 5)).astype(np.float32)
+    C = np.zeros((3, 5), np.float32)
+    C.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        G.gemm(A, B, C)
+    with pytest.raises(TypeError):
+        G.gemm(A.tolist(), B, np.zeros((3, 5), np.float32))
+    with pytest.raises(TypeError):
+        G.gemm(A, B, [[0.0] * 5] * 3)
+
+
+# ---------------------------------------------------------------------------------------------
+# batched_gemm
+# ---------------------------------------------------------------------------------------------
+
+def batch_operand(rng, shape, dtype, kind):
+    """(X, rows, cols) operands in various layouts, or a 2-D one for kind '2d*'."""
+    x, r, c = shape
+    if kind == "2d":
+        return rng.standard_normal((r, c)).astype(dtype)
+    if kind == "2dt":
+        return rng.standard_normal((c, r)).astype(dtype).T
+    if kind == "c":
+        return rng.standard_normal((x, r, c)).astype(dtype)
+    if kind == "t":  # each slice a transposed view
+        return rng.standard_normal((x, c, r)).astype(dtype).transpose(0, 2, 1)
+    if kind == "inter":  # batch axis in the middle: slices interleaved
+        return rng.standard_normal((r, x, c)).astype(dtype).transpose(1, 0, 2)
+    if kind == "bstep":  # every other slice of a bigger stack
+        return rng.standard_normal((2 * x, r, c)).astype(dtype)[::2]
+    if kind == "bcast":  # one slice broadcast (batch stride 0)
+        return np.broadcast_to(rng.standard_normal((r, c)).astype(dtype), (x, r, c))
+    if kind == "step":  # must be copied
+        return rng.standard_normal((x, 2 * r, 2 * c)).astype(dtype)[:, ::2, ::2]
+    if kind == "neg":
+        return rng.standard_normal((x, r, c)).astype(dtype)[::-1]
+    raise ValueError(kind)
+
+
+BATCH_LAYOUTS = ["2d", "2dt", "c", "t", "inter", "bstep", "bcast", "step", "neg"]
+
+
+def assert_batched_close(C, A, B, C0, alpha, beta, dtype):
+    X = C.shape[0]
+    for x in range(X):
+        a = A if A.ndim == 2 else A[x]
+        b = B if B.ndim == 2 else B[x]
+        assert_gemm_close(C[x], a, b, C0[x], alpha, beta, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("ka", BATCH_LAYOUTS)
+@pytest.mark.parametrize("kb", BATCH_LAYOUTS)
+def test_batched_layouts(path, rng, dtype, ka, kb):
+    X, M, K, N = 3, 5, 4, 6
+    A = batch_operand(rng, (X, M, K), dtype, ka)
+    B = batch_operand(rng, (X, K, N), dtype, kb)
+    C = rng.standard_normal((X, M, N)).astype(dtype)
+    C0 = C.copy()
+    assert G.batched_gemm(A, B, C, 0.75, -1.0) is C
+    assert_batched_close(C, A, B, C0, 0.75, -1.0, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kc", ["c", "t", "inter", "bstep", "step", "neg"])
+@pytest.mark.parametrize("ka,kb", [("c", "2d"), ("2dt", "c"), ("t", "t"), ("c", "c")])
+def test_batched_output_layouts(path, rng, dtype, kc, ka, kb):
+    X, M, K, N = 4, 3, 5, 2
+    A = batch_operand(rng, (X, M, K), dtype, ka)
+    B = batch_operand(rng, (X, K, N), dtype, kb)
+    C = batch_operand(rng, (X, M, N), dtype, kc)
+    if not C.flags.writeable:
+        C = C.copy()
+    C0 = C.copy()
+    G.batched_gemm(A, B, C, 1.0, 0.5)
+    assert_batched_close(C, A, B, C0, 1.0, 0.5, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("X,M,K,N", [(1, 4, 3, 2), (5, 1, 7, 1), (2, 1, 1, 1), (7, 8, 1, 9),
+                                     (0, 3, 4, 5), (3, 0, 4, 5), (3, 4, 0, 5), (3, 4, 5, 0)])
+@pytest.mark.parametrize("ka,kb", [("c", "c"), ("2d", "c"), ("c", "2d"), ("t", "2dt")])
+@pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (2.0, 1.0), (0.0, 0.5)])
+def test_batched_shapes(path, rng, dtype, X, M, K, N, ka, kb, alpha, beta):
+    A = batch_operand(rng, (X, M, K), dtype, ka)
+    B = batch_operand(rng, (X, K, N), dtype, kb)
+    C = rng.standard_normal((X, M, N)).astype(dtype)
+    if beta == 0:
+        C[...] = np.nan
+    C0 = C.copy()
+    G.batched_gemm(A, B, C, alpha, beta)
+    if min(X, M, N) > 0:
+        assert np.isfinite(C).all()
+    assert_batched_close(C, A, B, C0, alpha, beta, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_batched_c_aliasing_an_input(path, rng, dtype):
+    A = rng.standard_normal((3, 4, 4)).astype(dtype)
+    B = rng.standard_normal((4, 4)).astype(dtype)
+    A0 = A.copy()
+    G.batched_gemm(A, B, A, 2.0, 1.0)
+    assert_batched_close(A, A0, B, A0, 2.0, 1.0, dtype)
+
+
+def test_batched_without_batch_strided(rng, monkeypatch):
+    """The per-slice loop MKL falls back on when cblas_?gemm_batch_strided is missing."""
+    try:
+        previous = G.set_backend("mkl")
+    except RuntimeError as e:
+        pytest.skip(f"MKL unavailable here: {e}")
+    try:
+        monkeypatch.setattr(G._State.mkl, "batch", {})
+        for ka, kb in [("c", "c"), ("inter", "t"), ("bcast", "c"), ("c", "bstep"), ("2d", "t")]:
+            for dtype in (np.float32, np.float64):
+                A = batch_operand(rng, (3, 5, 4), dtype, ka)
+                B = batch_operand(rng, (3, 4, 6), dtype, kb)
+                C = rng.standard_normal((3, 5, 6)).astype(dtype)
+                C0 = C.copy()
+                G.batched_gemm(A, B, C, 1.0, 1.0)
+                assert_batched_close(C, A, B, C0, 1.0, 1.0, dtype)
+    finally:
+        G.set_backend(previous)
+
+
+@given(X=st.integers(1, 4), M=st.integers(1, 9), K=st.integers(1, 9), N=st.integers(1, 9),
+       ka=st.sampled_from(BATCH_LAYOUTS), kb=st.sampled_from(BATCH_LAYOUTS),
+       dtype=st.sampled_from(DTYPES), backend=st.sampled_from(["mkl", "numpy"]),
+       kc=st.sampled_from(["c", "t", "inter", "bstep", "step"]),
+       alpha=st.sampled_from([1.0, -2.0, 0.5]), beta=st.sampled_from([0.0, 1.0, -0.5]),
+       seed=st.integers(0, 2**32 - 1))
+def test_batched_property(X, M, K, N, ka, kb, kc, dtype, backend, alpha, beta, seed):
+    try:
+        previous = G.set_backend(backend)
+    except RuntimeError:
+        return
+    try:
+        rng = np.random.default_rng(seed)
+        A = batch_operand(rng, (X, M, K), dtype, ka)
+        B = batch_operand(rng, (X, K, N), dtype, kb)
+        C = batch_operand(rng, (X, M, N), dtype, kc)
+        C0 = C.copy()
+        G.batched_gemm(A, B, C, alpha, beta)
+        assert_batched_close(C, A, B, C0, alpha, beta, dtype)
+        if A.ndim == 2 and B.ndim == 2:
+            return
+        C2 = rng.standard_normal((M, N)).astype(dtype)
+        C20 = C2.copy()
+        a = A if A.ndim == 2 else A[-1]
+        b = B if B.ndim == 2 else B[-1]
+        G.gemm(a, b, C2, alpha, beta)
+        assert_gemm_close(C2, a, b, C20, alpha, beta, dtype)
+    finally:
+        G.set_backend(previous)
+
+
+# ---------------------------------------------------------------------------------------------
+# Backend selection, loading, threads
+# ---------------------------------------------------------------------------------------------
+
+def test_env_var_forces_numpy(monkeypatch):
+    previous = G.set_backend(None)
+    try:
+        monkeypatch.setenv(G.ENV_VAR, "numpy")
+        G.set_backend(None)
+        assert G.backend_name() == "numpy"
+        monkeypatch.setenv(G.ENV_VAR, "bogus")
+        G.set_backend(None)
+        with pytest.raises(ValueError, match=G.ENV_VAR):
+            G.backend_name()
+    finally:
+        monkeypatch.undo()
+        G.set_backend(previous)
+    assert G.backend_name() in ("mkl", "numpy")
+
+
+def test_set_backend_rejects_unknown():
+    with pytest.raises(ValueError):
+        G.set_backend("openblas")
+
+
+def test_import_is_lazy():
+    """Importing gemm loads no MKL; the first call does."""
+    code = "\n".join([
+        "import sys, neonlike.backends",
+        "def mapped():",
+        "    if not sys.platform.startswith('linux'):",
+        "        return False",
+        "    with open('/proc/self/maps') as f:",
+        "        return 'libmkl_rt' in f.read()",
+        "before = ('mkl' in sys.modules, mapped())",
+        "import neonlike.backends.gemm as G",
+        "assert G._State.mkl is None and G._State.resolved is None",
+        "assert ('mkl' in sys.modules, mapped()) == before, before",
+        "print(G.backend_name(), G.mkl_library_path() is not None)",
+    ])
+    env = {k: v for k, v in os.environ.items() if k != G.ENV_VAR}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    name, loaded = res.stdout.split()
+    assert (name, loaded) in (("mkl", "True"), ("numpy", "False"))
+
+
+def test_no_mkl_falls_back_to_numpy(monkeypatch, rng):
+    previous = G.set_backend(None)
+    try:
+        monkeypatch.delenv(G.ENV_VAR, raising=False)
+        monkeypatch.setattr(G._State, "mkl", None)
+        monkeypatch.setattr(G._State, "mkl_error", None)
+        monkeypatch.setattr(G, "_candidate_paths", lambda: ["/nonexistent/libmkl_rt.so.2"])
+        G.set_backend(None)
+        assert G.backend_name() == "numpy"
+        with pytest.raises(RuntimeError, match="libmkl_rt"):
+            G.set_backend("mkl")
+        assert G.backend_name() == "numpy"
+        A = rng.standard_normal((3, 4)).astype(np.float32)
+        B = rng.standard_normal((4, 2)).astype(np.float32)
+        C = np.empty((3, 2), np.float32)
+        G.gemm(A, B, C)
+        assert_gemm_close(C, A, B, C, 1.0, 0.0, np.float32)
+    finally:
+        monkeypatch.undo()
+        G.set_backend(previous)
+
+
+def test_mkl_library_found_through_metadata():
+    try:
+        previous = G.set_backend("mkl")
+    except RuntimeError as e:
+        pytest.skip(f"MKL unavailable here: {e}")
+    G.set_backend(previous)
+    path = G.mkl_library_path()
+    assert path is not None and os.path.basename(path).startswith("libmkl_rt")
+    assert any(os.path.samefile(path, p) for p in G._candidate_paths() if os.path.exists(p))
+
+
+def test_data_pointer_matches_ctypes(monkeypatch):
+    assert G._pointer_offset() is not None  # CPython: the fast reader is in use
+    base = np.arange(120, dtype=np.float32).reshape(10, 12)
+    arrays = [base, base.T, base[3:, 5:], base[::2, ::-3], np.empty((0, 4)), base[4],
+              np.asfortranarray(base)[2:, 1:]]
+    for offset in (G._pointer_offset(), None):  # None: the .ctypes.data fallback
+        monkeypatch.setattr(G, "_PTR_OFFSET", offset)
+        for a in arrays:
+            assert G._ptr(a) == a.ctypes.data
+
+
+def test_fallback_pointer_path_computes(monkeypatch, rng):
+    try:
+        previous = G.set_backend("mkl")
+    except RuntimeError as e:
+        pytest.skip(f"MKL unavailable here: {e}")
+    try:
+        monkeypatch.setattr(G, "_PTR_OFFSET", None)
+        A = operand(rng, (5, 4), np.float32, "t")
+        B = operand(rng, (4, 3), np.float32, "sub")
+        C = np.empty((5, 3), np.float32)
+        G.gemm(A, B, C)
+        assert_gemm_close(C, A, B, C, 1.0, 0.0, np.float32)
+    finally:
+        G.set_backend(previous)
+
+
+def test_set_num_threads():
+    pytest.importorskip("mkl")
+    before = G.get_num_threads()
+    try:
+        assert G.set_num_threads(1) == before
+        assert G.get_num_threads() == 1
+    finally:
+        G.set_num_threads(before)
+    assert G.get_num_threads() == before
+    with pytest.raises(ValueError):
+        G.set_num_threads(0)
