@@ -74,7 +74,32 @@ class NervanaCPU(Backend):
         return CPUTensor(self, np.ascontiguousarray(values), name, persist_values)
 
     def execute(self, optree: OpTreeNode) -> CPUTensor:
+        """Fused Numba kernels where numba is installed, else the reference interpreter."""
         out, value = optree[1], optree[2]
-        result = reference.evaluate(value, reference.tree_dtype(out, value))
-        out._store(result)
+        if isinstance(value, OpTreeNode) and _fused() is not None:
+            _fused().execute(out, value)
+        else:
+            out._store(reference.evaluate(value, reference.tree_dtype(out, value)))
         return out
+
+
+_FUSED: list = []
+
+
+def _fused() -> Any:
+    """The fused engine, or None: it is opt-in (NEONLIKE_FUSE=1) until its compile times and
+    kernels meet their targets; without numba the reference interpreter runs (one warning)."""
+    if not _FUSED:
+        import importlib.util
+        import os
+        if os.environ.get("NEONLIKE_FUSE", "0") != "1":
+            _FUSED.append(None)
+        elif importlib.util.find_spec("numba") is None:
+            import warnings
+            warnings.warn("neonlike: numba is not installed; the 'cpu' backend interprets trees "
+                          "with numpy (pip install numba for fused kernels)", RuntimeWarning, 2)
+            _FUSED.append(None)
+        else:
+            from . import fused_cpu
+            _FUSED.append(fused_cpu)
+    return _FUSED[0]

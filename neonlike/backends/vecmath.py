@@ -7,6 +7,7 @@ import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 __all__ = [
@@ -50,6 +51,23 @@ def bitcast_i32_to_f32(typingctx, i):
     return types.float32(i), codegen
 
 
+@intrinsic
+def _muladd(typingctx, a, b, c):
+    """a * b + c as LLVM's llvm.fmuladd.f32: one fused multiply-add where the target has FMA,
+    otherwise a multiply and an add (each rounded). Either way within the documented bounds."""
+    if not all(isinstance(t, types.Float) for t in (a, b, c)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        f32 = ir.FloatType()
+        vals = [context.cast(builder, v, t, types.float32) for v, t in zip(args, signature.args)]
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32, [f32] * 3),
+                                            "llvm.fmuladd.f32")
+        return builder.call(fn, vals)
+
+    return types.float32(a, b, c), codegen
+
+
 _jit = numba.njit(fastmath=False, error_model="numpy", forceinline=True)
 
 F = np.float32
@@ -66,6 +84,9 @@ _LOG2E = F(1.4426950408889634)
 _LN2 = F(math.log(2.0))
 _LN2_HI = F(0.693359375)            # 9 significant bits: k * _LN2_HI is exact for |k| < 2**15
 _LN2_LO = F(math.log(2.0) - 0.693359375)
+_NLN2_HI = -_LN2_HI
+_NLN2_LO = -_LN2_LO
+_NHALF = F(-0.5)
 _L2E_HI = F(2955.0 / 2048.0)        # 12 significant bits
 _L2E_LO = F(1.4426950408889634 - 2955.0 / 2048.0)
 _EXP_HI = F(89.0)
@@ -122,13 +143,13 @@ def exp32(x):
     x = F(x)
     x = _EXP_HI if x > _EXP_HI else x
     x = _EXP_LO if x < _EXP_LO else x
-    t = x * _LOG2E + _MAGIC
+    t = _muladd(x, _LOG2E, _MAGIC)
     n = bitcast_f32_to_i32(t) - _MAGIC_BITS
     fn = t - _MAGIC
-    r = x - fn * _LN2_HI
-    r = r - fn * _LN2_LO
-    q = (((_EQ0 * r + _EQ1) * r + _EQ2) * r + _EQ3) * r + _EQ4
-    p = (r * r) * q + r + _ONE
+    r = _muladd(fn, _NLN2_HI, x)
+    r = _muladd(fn, _NLN2_LO, r)
+    q = _muladd(_muladd(_muladd(_muladd(_EQ0, r, _EQ1), r, _EQ2), r, _EQ3), r, _EQ4)
+    p = _muladd(r * r, q, r) + _ONE
     return _pow2_scale(p, n)
 
 
@@ -140,8 +161,9 @@ def exp2_32(x):
     t = x + _MAGIC
     n = bitcast_f32_to_i32(t) - _MAGIC_BITS
     r = x - (t - _MAGIC)
-    q = ((((_E2P0 * r + _E2P1) * r + _E2P2) * r + _E2P3) * r + _E2P4) * r + _E2P5
-    p = r * q + _ONE
+    q = _muladd(_muladd(_muladd(_muladd(_muladd(_E2P0, r, _E2P1), r, _E2P2), r, _E2P3), r, _E2P4),
+                r, _E2P5)
+    p = _muladd(r, q, _ONE)
     return _pow2_scale(p, n)
 
 
@@ -156,9 +178,15 @@ def _log_parts(x):
     m = bitcast_i32_to_f32((tmp & 0x007FFFFF) + 0x3F3504F3)
     f = m - _ONE
     z = f * f
-    pf = ((((((((_LP0 * f + _LP1) * f + _LP2) * f + _LP3) * f + _LP4) * f + _LP5) * f + _LP6) * f
-           + _LP7) * f + _LP8)
-    y = z * f * pf - _HALF * z
+    pf = _muladd(_LP0, f, _LP1)
+    pf = _muladd(pf, f, _LP2)
+    pf = _muladd(pf, f, _LP3)
+    pf = _muladd(pf, f, _LP4)
+    pf = _muladd(pf, f, _LP5)
+    pf = _muladd(pf, f, _LP6)
+    pf = _muladd(pf, f, _LP7)
+    pf = _muladd(pf, f, _LP8)
+    y = _muladd(z * f, pf, _NHALF * z)
     return F(k), f, y
 
 
@@ -176,7 +204,7 @@ def log32(x):
     a = fk * _LN2_HI
     s = a + f
     err = f - (s - a)
-    r = s + (err + (y + fk * _LN2_LO))
+    r = s + (err + _muladd(fk, _LN2_LO, y))
     return _log_fix(x, r)
 
 
@@ -187,7 +215,7 @@ def log2_32(x):
     fh = bitcast_i32_to_f32(bitcast_f32_to_i32(f) & -4096)
     fl = f - fh
     ph = fh * _L2E_HI
-    pl = fl * _L2E_HI + f * _L2E_LO + y * _LOG2E
+    pl = _muladd(fl, _L2E_HI, _muladd(f, _L2E_LO, y * _LOG2E))
     s = fk + ph
     err = ph - (s - fk)
     r = s + (err + pl)
@@ -199,8 +227,8 @@ def _tanh_core(x, y, t):
     """tanh of the argument whose scaled value is y (poly branch) and t = exp(-2|arg|)."""
     ay = abs(y)
     z = ay * ay
-    rz = (((_TR0 * z + _TR1) * z + _TR2) * z + _TR3) * z + _TR4
-    small = ay + ay * z * rz
+    rz = _muladd(_muladd(_muladd(_muladd(_TR0, z, _TR1), z, _TR2), z, _TR3), z, _TR4)
+    small = _muladd(ay * z, rz, ay)
     big = (_ONE - t) / (_ONE + t)
     r = small if ay < _TANH_POLY_MAX else big
     return -r if x < _ZERO else r

@@ -1,0 +1,149 @@
+"""The structural kernel cache: an in-memory LRU of compiled programs, and generated modules on disk.
+
+Keys are tree signatures (plan.walk): structure only, never constant values, tensor identities or
+sizes. On disk each generated module is `<cache dir>/k_<sha256 of its source>.py`, written
+atomically; Numba's own file cache (`cache=True`) keeps the machine code beside it in __pycache__.
+A module that fails to import is rewritten once, never fatal. The directory is
+$NEONLIKE_CACHE_DIR, else $XDG_CACHE_HOME/neonlike, else ~/.cache/neonlike.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections import OrderedDict
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+STATS_KEYS = ("hits", "misses", "compiles", "disk_loads", "compile_seconds", "disk_writes",
+              "evictions")
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("NEONLIKE_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "neonlike"
+
+
+class KernelCache:
+    """Bounded LRU of compiled programs keyed by signature, plus the on-disk module store."""
+
+    def __init__(self, maxsize: int = 512) -> None:
+        self.maxsize = maxsize
+        self._entries: OrderedDict = OrderedDict()
+        self._modules: dict[str, ModuleType] = {}
+        self._lock = threading.Lock()
+        self._dir: Path | None = None
+        self.stats = dict.fromkeys(STATS_KEYS, 0)
+        self.stats["compile_seconds"] = 0.0
+
+    def get(self, key: Any) -> Any:
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._entries.move_to_end(key)
+            self.stats["hits"] += 1
+        return entry
+
+    def put(self, key: Any, entry: Any) -> None:
+        with self._lock:
+            self.stats["misses"] += 1
+            self._entries[key] = entry
+            if len(self._entries) > self.maxsize:
+                self._entries.popitem(last=False)
+                self.stats["evictions"] += 1
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._modules.clear()
+            for k in self.stats:
+                self.stats[k] = 0
+            self.stats["compile_seconds"] = 0.0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    # ---------------------------------------------------------------- generated modules
+    def directory(self) -> Path:
+        if self._dir is None:
+            d = cache_dir()
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+                probe = d / f".probe{os.getpid()}"
+                probe.write_text("")
+                probe.unlink()
+            except OSError as e:
+                fallback = Path(tempfile.mkdtemp(prefix="neonlike-cache-"))
+                warnings.warn(f"neonlike: kernel cache directory {d} is not writable ({e}); "
+                              f"using {fallback} for this process", RuntimeWarning, stacklevel=3)
+                d = fallback
+            self._dir = d
+        return self._dir
+
+    def module(self, source: str) -> ModuleType:
+        """The module of generated `source`, written to disk once and imported (then memoised)."""
+        digest = hashlib.sha256(source.encode()).hexdigest()[:24]
+        mod = self._modules.get(digest)
+        if mod is not None:
+            return mod
+        path = self.directory() / f"k_{digest}.py"
+        for attempt in (0, 1):
+            if attempt or not path.exists() or path.read_text(errors="replace") != source:
+                self._write(path, source)
+            try:
+                mod = _import(f"neonlike_kernel_{digest}", path)
+                break
+            except Exception:
+                if attempt:
+                    raise
+        self._modules[digest] = mod
+        return mod
+
+    def _write(self, path: Path, source: str) -> None:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(source)
+        os.replace(tmp, path)
+        self.stats["disk_writes"] += 1
+
+
+def _import(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load generated kernel module {path}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except Exception:
+        sys.modules.pop(name, None)
+        raise
+    return mod
+
+
+CPU_CACHE = KernelCache()
+
+
+def timed_first_call(fn: Callable, stats: dict) -> Callable:
+    """Wrap a numba dispatcher: a call that adds a signature is a compile, or a load from numba's
+    disk cache (told apart by the dispatcher's cache-miss count)."""
+    def call(*args: Any) -> Any:
+        before = len(fn.overloads)
+        t0 = time.perf_counter()
+        result = fn(*args)
+        if len(fn.overloads) > before:
+            misses = sum(fn.stats.cache_misses.values())
+            stats["compiles" if misses > call.misses else "disk_loads"] += 1
+            stats["compile_seconds"] += time.perf_counter() - t0
+            call.misses = misses
+        return result
+    call.misses = 0
+    return call

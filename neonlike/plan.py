@@ -1,0 +1,237 @@
+"""The kernel plan: an assignment tree split into stages, as plain device-independent data.
+
+    out[:] = tree  ->  signature(out, tree)  (structure only: the cache key)
+                   ->  make_plan(out, tree)  (stages; cached by the signature)
+                   ->  bind(plan, out, tree) (this call's buffers, constants and temp shapes)
+
+Stage kinds:
+- FUSED: one loop nest computing a post-order program of loads, constants and elementwise ops, with
+  reductions over one axis set R (each a pass over the reduction domain D) and an epilogue over the
+  output. Softmax `exp(x - max(x, 0)) / sum(exp(x - max(x, 0)), 0)` is one FUSED stage.
+- GEMM: `out = a @ b` for two buffers.
+- HOST: a subtree the device does not render (structural ops: reshape, slice, take, concatenate,
+  tile, onehot, transpose of a tree) evaluated by the reference interpreter into a temp.
+
+Buffers are numbered: the tree's tensors in first-occurrence order, then the output, then temps.
+Nothing here imports a device library.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+from .ops import OP_INFO, Kind, Op
+from .optree import OpTreeNode, Operators
+
+
+class StageKind(enum.Enum):
+    FUSED = "fused"
+    GEMM = "gemm"
+    HOST = "host"
+
+
+@dataclass(frozen=True)
+class Instr:
+    """One step of a FUSED program: `load` a buffer, read `const` k, or apply `op` to earlier steps."""
+    op: str                # 'load' | 'const' | an Op value
+    args: tuple = ()       # indices of earlier instructions
+    arg: Any = None        # load: buffer; const: constant index; reductions: (axes, keepdims)
+
+
+@dataclass(frozen=True)
+class Stage:
+    kind: StageKind
+    out: int                       # the buffer written
+    program: tuple = ()            # FUSED: Instr tuple (the last is the value stored)
+    reduce_axes: tuple = ()        # FUSED: the axes every reduction of the stage reduces
+    domain: int = -1               # FUSED with reductions: position of a reduction node, whose
+                                   # operand's shape is the reduction domain
+    inputs: tuple = ()             # GEMM: (a, b) buffers; HOST: (node position,)
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    stages: tuple
+    n_inputs: int                  # buffers 0..n_inputs-1 are tensors, n_inputs is the output
+    temps: tuple                   # per temp buffer: the node position whose shape it takes
+
+
+def _mask(shape: tuple) -> int:
+    return sum(1 << i for i, d in enumerate(shape) if d == 1)
+
+
+def walk(out: Any, value: Any) -> tuple:
+    """One pass over `assign(out, value)`: (signature, tensors, constants, nodes).
+
+    The signature holds ops, attrs, dtypes, ndim, size-1 patterns, which leaves are the same tensor
+    and whether the output is one of them; never constant values, tensor identities or sizes.
+    Tensors are listed in first-occurrence order, constants and nodes in post-order.
+    """
+    slots: dict[int, int] = {}
+    tensors: list = []
+    consts: list = []
+    nodes: list = []
+    key: list = []
+
+    def visit(x: Any) -> None:
+        if isinstance(x, OpTreeNode):
+            d, left, right = x
+            for child in (left, right):
+                if child is not None:
+                    visit(child)
+            attrs = tuple((k, v) for k, v in d.items() if k != "op" and k != "shape")
+            key.append((d["op"], attrs, len(d["shape"]), _mask(d["shape"])))
+            nodes.append(x)
+        elif isinstance(x, Operators):
+            slot = slots.setdefault(id(x), len(tensors))
+            if slot == len(tensors):
+                tensors.append(x)
+            key.append(("t", slot, x.dtype.char, len(x.shape), _mask(x.shape)))
+        else:
+            key.append("c")
+            consts.append(x)
+
+    visit(value)
+    key.append(("out", slots.get(id(out), -1), out.dtype.char, len(out.shape), _mask(out.shape)))
+    return tuple(key), tensors, consts, nodes
+
+
+class _Planner:
+    """Lowers one tree into stages (runs once per signature)."""
+
+    def __init__(self, out: Any, value: Any, tensors: list, nodes: list, renderable: Any) -> None:
+        self.renderable = renderable
+        self.slot = {id(t): i for i, t in enumerate(tensors)}
+        self.pos = {id(n): i for i, n in enumerate(nodes)}
+        self.n_inputs = len(tensors)
+        self.temps: list = []
+        self.stages: list = []
+        # constants are numbered in post-order as walk() lists them, keyed by (parent, side)
+        self.const_index: dict[tuple, int] = {}
+        self._n_consts = 0
+        self._number_consts(value, None, 0)
+
+    def _number_consts(self, x: Any, parent: Any, side: int) -> None:
+        if isinstance(x, OpTreeNode):
+            for i, c in ((1, x[1]), (2, x[2])):
+                if c is not None:
+                    self._number_consts(c, x, i)
+        elif not isinstance(x, Operators):
+            self.const_index[(id(parent), side)] = self._n_consts
+            self._n_consts += 1
+
+    def new_temp(self, node: OpTreeNode) -> int:
+        self.temps.append(self.pos[id(node)])
+        return self.n_inputs + len(self.temps)
+
+    def materialize(self, node: OpTreeNode) -> int:
+        """A stage (or stages) computing `node` into a new temp; returns the temp's buffer."""
+        kind = node.kind
+        if kind is Kind.MATMUL:
+            a, b = (self.as_buffer(c) for c in (node[1], node[2]))
+            buf = self.new_temp(node)
+            self.stages.append(Stage(StageKind.GEMM, buf, inputs=(a, b)))
+            return buf
+        if kind is Kind.STRUCTURAL or not self._fusable(node):
+            buf = self.new_temp(node)
+            self.stages.append(Stage(StageKind.HOST, buf, inputs=(self.pos[id(node)],)))
+            return buf
+        buf = self.new_temp(node)
+        self.fused(node, buf, node.shape)
+        return buf  # a reduction whose domain did not fit its consumer's
+
+    def _fusable(self, node: OpTreeNode) -> bool:
+        op = Op(node[0]["op"])
+        if node.kind is Kind.REDUCTION:
+            return op in self.renderable and _keeps_layout(node)
+        return node.kind is Kind.ELEMENTWISE and op in self.renderable
+
+    def as_buffer(self, x: Any) -> int:
+        if isinstance(x, OpTreeNode):
+            return self.materialize(x)
+        if isinstance(x, Operators):
+            return self.slot[id(x)]
+        raise ValueError("a GEMM operand must be a tensor or a tree, not a constant")
+
+    def fused(self, value: Any, out_buf: int, out_shape: tuple) -> None:
+        """A FUSED stage; where the reductions' domain does not fit the output, they become temps."""
+        for no_reduce in (False, True):
+            program: list = []
+            state: dict = {"R": None, "D": None}
+            stages_before, temps_before = len(self.stages), len(self.temps)
+            self._emit(value, None, 0, program, state, no_reduce)
+            R, D = state["R"], state["D"]
+            if R is None or _domain_ok(D, out_shape, R):
+                self.stages.append(Stage(StageKind.FUSED, out_buf, tuple(program), R or (),
+                                         state.get("pos", -1)))
+                return
+            del self.stages[stages_before:], self.temps[temps_before:]
+        raise AssertionError("unreachable: with every reduction materialised a stage always fuses")
+
+    def _emit(self, x: Any, parent: Any, side: int, program: list, state: dict,
+              no_reduce: bool) -> int:
+        if not isinstance(x, Operators):
+            program.append(Instr("const", (), self.const_index[(id(parent), side)]))
+            return len(program) - 1
+        if not isinstance(x, OpTreeNode):
+            program.append(Instr("load", (), self.slot[id(x)]))
+            return len(program) - 1
+        d, left, right = x
+        kind = x.kind
+        if kind is Kind.ELEMENTWISE and self._fusable(x):
+            args = tuple(self._emit(c, x, i, program, state, no_reduce)
+                         for i, c in ((1, left), (2, right)) if c is not None)
+            program.append(Instr(Op(d["op"]).value, args, _attrs(d)))
+            return len(program) - 1
+        if kind is Kind.REDUCTION and not no_reduce and self._fusable(x):
+            axes = d["axis"] if d["op"] not in (Op.ARGMAX, Op.ARGMIN) else (
+                tuple(range(len(left.shape))) if d["axis"] is None else (d["axis"],))
+            if state["R"] is None:
+                state["R"], state["D"], state["pos"] = axes, left.shape, self.pos[id(x)]
+            if axes == state["R"] and left.shape == state["D"]:
+                arg = self._emit(left, x, 1, program, state, no_reduce)
+                program.append(Instr(Op(d["op"]).value, (arg,), axes))
+                return len(program) - 1
+        buf = self.materialize(x)
+        program.append(Instr("load", (), buf))
+        return len(program) - 1
+
+
+def _attrs(d: dict) -> Any:
+    items = tuple((k, v) for k, v in d.items() if k not in ("op", "shape"))
+    return items or None
+
+
+def _keeps_layout(node: OpTreeNode) -> bool:
+    """A reduction whose result is its operand's shape with the reduced axes set to 1."""
+    d, operand = node[0], node[1]
+    if d["op"] in (Op.ARGMAX, Op.ARGMIN) and d["axis"] is None:
+        return all(s == 1 for s in d["shape"]) and len(d["shape"]) == len(operand.shape)
+    axes = d["axis"] if isinstance(d["axis"], tuple) else (d["axis"],)
+    return d["shape"] == tuple(1 if i in axes else n for i, n in enumerate(operand.shape))
+
+
+def _domain_ok(D: tuple, O: tuple, R: tuple) -> bool:
+    """The output loops over D's non-reduced axes, and over reduced ones fully or not at all."""
+    if len(D) != len(O):
+        return False
+    return all((O[i] in (1, D[i])) if i in R else O[i] == D[i] for i in range(len(D)))
+
+
+def make_plan(out: Any, value: Any, tensors: list, nodes: list, renderable: Any) -> KernelPlan:
+    """Split `assign(out, value)` into stages; the last stage writes the output (buffer n_inputs).
+
+    `renderable`: the ops the device renders in FUSED stages; other elementwise ops become HOST.
+    """
+    p = _Planner(out, value, tensors, nodes, frozenset(renderable))
+    out_buf = p.n_inputs
+    if isinstance(value, OpTreeNode) and not p._fusable(value):
+        value_buf = p.materialize(value)
+        p.stages.append(Stage(StageKind.FUSED, out_buf, (Instr("load", (), value_buf),)))
+    else:
+        p.fused(value, out_buf, out.shape)
+    return KernelPlan(tuple(p.stages), p.n_inputs, tuple(p.temps))
+
+
+__all__ = ["StageKind", "Instr", "Stage", "KernelPlan", "walk", "make_plan", "OP_INFO"]
