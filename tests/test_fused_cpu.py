@@ -1,0 +1,298 @@
+"""The fused CPU engine (kernel plan + Numba renderer + structural cache) against the reference
+interpreter and numpy float64. The engine is opt-in (NEONLIKE_FUSE=1) until it meets its targets;
+these tests switch it on for themselves."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from neonlike import plan as P  # noqa: E402
+from neonlike.backends import gen_backend, nervanacpu  # noqa: E402
+from neonlike.backends import fused_cpu  # noqa: E402
+from neonlike.backends.cache import CPU_CACHE  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("kernels")
+
+
+@pytest.fixture
+def be(cache_dir, monkeypatch):
+    monkeypatch.setenv("NEONLIKE_CACHE_DIR", str(cache_dir))
+    monkeypatch.setattr(CPU_CACHE, "_dir", None)
+    monkeypatch.setattr(nervanacpu, "_FUSED", [fused_cpu])
+    return gen_backend("cpu", rng_seed=0)
+
+
+def data(shape, lo=-3.0, hi=3.0, seed=0):
+    return np.random.default_rng(seed).uniform(lo, hi, shape)
+
+
+def check(be, out_shape, build, arrays, out_dtype=np.float32, in_dtype=np.float32, rtol=2e-6,
+          atol=1e-6):
+    """Run `build(be, *tensors)` fused and compare with `build(np, *float64 arrays)`."""
+    tensors = [be.array(a, dtype=in_dtype) for a in arrays]
+    out = be.empty(out_shape, dtype=out_dtype)
+    out[:] = build(be, *tensors)
+    expected = np.asarray(build(NP, *[t.get().astype(np.float64) for t in tensors]))
+    expected = np.broadcast_to(expected.reshape(expected.shape if expected.ndim >= 2 else
+                                                (1,) * (2 - expected.ndim) + expected.shape),
+                               out_shape)
+    if np.dtype(out_dtype).kind in "iu":
+        info = np.iinfo(out_dtype)
+        expected = np.clip(np.rint(np.nan_to_num(expected)), info.min, info.max)
+        np.testing.assert_array_equal(out.get(), expected)
+    else:
+        np.testing.assert_allclose(out.get(), expected.astype(out_dtype), rtol=rtol, atol=atol,
+                                   equal_nan=True)
+    return out
+
+
+class NP:
+    """numpy with neon's names, for the float64 oracle."""
+    exp, tanh, sqrt, dot, maximum, minimum = np.exp, np.tanh, np.sqrt, np.dot, np.maximum, np.minimum
+
+    @staticmethod
+    def sig(x):
+        return 1 / (1 + np.exp(-x))
+
+    @staticmethod
+    def relu(x):
+        return np.maximum(x, 0)
+
+    @staticmethod
+    def sum(x, axis=None, keepdims=True):
+        return np.sum(x, axis=axis, keepdims=keepdims)
+
+    @staticmethod
+    def max(x, axis=None, keepdims=True):
+        return np.max(x, axis=axis, keepdims=keepdims)
+
+    @staticmethod
+    def min(x, axis=None, keepdims=True):
+        return np.min(x, axis=axis, keepdims=keepdims)
+
+    @staticmethod
+    def argmax(x, axis=1, keepdims=True):
+        return np.argmax(x, axis=axis, keepdims=keepdims) if axis is not None else np.argmax(x)
+
+    @staticmethod
+    def argmin(x, axis=1, keepdims=True):
+        return np.argmin(x, axis=axis, keepdims=keepdims) if axis is not None else np.argmin(x)
+
+    @staticmethod
+    def mean(x, axis=None, keepdims=True):
+        return np.mean(x, axis=axis, keepdims=keepdims)
+
+    @staticmethod
+    def var(x, axis=None, keepdims=True):
+        return np.var(x, axis=axis, keepdims=keepdims)
+
+    @staticmethod
+    def take(x, idx, axis):
+        return np.take(x, np.asarray(idx).ravel().astype(int), axis)
+
+
+TREES = {
+    "broadcast_row": ((4, 5), lambda b, x, y: x * 2.5 + y, [(4, 5), (1, 5)]),
+    "outer": ((3, 4), lambda b, x, y: x * y - x, [(3, 1), (1, 4)]),
+    "3d": ((2, 3, 4), lambda b, x, y: b.exp(x) / (1 + abs(y)), [(2, 3, 4), (3, 1)]),
+    "4d": ((2, 1, 3, 4), lambda b, x, y: b.sqrt(abs(x)) + y, [(2, 1, 3, 4), (1, 4)]),
+    "logistic": ((64, 64), lambda b, x: 1 / (1 + b.exp(-x)), [(64, 64)]),
+    "ten_op": ((50, 40), lambda b, a, c, d, e: ((a * c + d) * e - a / (c + 1)) * b.exp(-d * d)
+               + b.sqrt(abs(e)), [(50, 40)] * 4),
+    "softmax0": ((30, 20), lambda b, x: b.exp(x - b.max(x, axis=0))
+                 / b.sum(b.exp(x - b.max(x, axis=0)), axis=0), [(30, 20)]),
+    "softmax1": ((30, 20), lambda b, x: b.exp(x - b.max(x, axis=1))
+                 / b.sum(b.exp(x - b.max(x, axis=1)), axis=1), [(30, 20)]),
+    "sum0": ((1, 40), lambda b, x: b.sum(x, axis=0), [(300, 40)]),
+    "sum1": ((300, 1), lambda b, x: b.sum(x * x, axis=1), [(300, 40)]),
+    "sum_all": ((1, 1), lambda b, x: b.sum(x), [(70, 30)]),
+    "sum_3d_02": ((1, 5, 1), lambda b, x: b.sum(x, axis=(0, 2)), [(4, 5, 6)]),
+    "max_min": ((1, 6), lambda b, x: b.max(x, axis=0) - b.min(x, axis=0), [(7, 6)]),
+    "argmax0": ((1, 6), lambda b, x: b.argmax(x, axis=0), [(7, 6)]),
+    "argmin1": ((7, 1), lambda b, x: b.argmin(x, axis=1), [(7, 6)]),
+    "mean_var": ((9, 1), lambda b, x: b.mean(x, axis=1) + b.var(x, axis=1), [(9, 33)]),
+    "sum_then_broadcast": ((9, 33), lambda b, x: x * 2 + b.sum(x, axis=1), [(9, 33)]),
+    "mixed_axes": ((9, 33), lambda b, x: b.sum(x, axis=0) + b.sum(x, axis=1), [(9, 33)]),
+    "dot_relu": ((5, 7), lambda b, w, x, c: b.relu(b.dot(w, x) + c), [(5, 3), (3, 7), (5, 1)]),
+    "take": ((2, 4), lambda b, x: b.take(x, [2, 0], axis=0) * 2, [(3, 4)]),
+    "big_parallel": ((256, 300), lambda b, x, y: b.tanh(x * y + x / (y + 4)), [(256, 300)] * 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TREES))
+def test_tree_matches_numpy(be, name):
+    shape, build, shapes = TREES[name]
+    check(be, shape, build, [data(s, seed=i) for i, s in enumerate(shapes)], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("out_dtype", [np.float64, np.float16, np.int8, np.uint8, np.int32])
+def test_output_dtypes(be, out_dtype):
+    rtol = {np.float16: 1e-3}.get(out_dtype, 1e-6)
+    check(be, (6, 7), lambda b, x: x * 100 - 3, [data((6, 7), seed=3)], out_dtype=out_dtype, rtol=rtol,
+          atol=1e-5)
+
+
+@pytest.mark.parametrize("in_dtype", [np.int8, np.int32, np.uint16, np.float16, np.float64])
+def test_input_dtypes(be, in_dtype):
+    arrays = [np.rint(data((5, 8), -20, 20, seed=4))]
+    check(be, (5, 8), lambda b, x: x * x + 1, arrays, in_dtype=in_dtype, out_dtype=np.float64,
+          rtol=1e-12 if np.dtype(in_dtype).itemsize == 8 or in_dtype in (np.int32,) else 2e-7)
+
+
+def test_edge_values(be):
+    edge = np.array([0.0, -0.0, 1e-30, 1e-40, 1e30, 3e38, -3e38, np.inf, -np.inf, np.nan, 1, -1])
+    x = be.array(edge.reshape(3, 4))
+    out = be.empty((3, 4))
+    out[:] = be.maximum(x, 0) + be.minimum(x, 1) * 0 + be.sig(x)
+    ref = be.empty((3, 4))
+    ref[:] = x  # computed below with numpy on the stored float32 values
+    v = x.get().astype(np.float64)
+    with np.errstate(all="ignore"):
+        expected = (np.maximum(v, 0) + np.minimum(v, 1) * 0 + 1 / (1 + np.exp(-v))).astype(np.float32)
+    np.testing.assert_allclose(out.get(), expected, rtol=1e-6, equal_nan=True)
+    m = be.empty((1, 4))
+    m[:] = be.max(x, axis=0)
+    np.testing.assert_array_equal(m.get(), np.max(x.get(), axis=0, keepdims=True))
+
+
+def test_output_aliases_input(be):
+    host = data((6, 5), seed=7)
+    t = be.array(host)
+    t[:] = t * 2 + be.sum(t, axis=1)
+    h = host.astype(np.float32).astype(np.float64)
+    np.testing.assert_allclose(t.get(), h * 2 + h.sum(axis=1, keepdims=True), rtol=1e-5)
+    sq = be.array(data((4, 4), seed=8))
+    before = sq.get()
+    sq[:] = sq.T + 0  # overlapping views: computed into a temp first
+    np.testing.assert_array_equal(sq.get(), before.T)
+
+
+def test_strided_views(be):
+    host = data((8, 10), seed=9).astype(np.float32)
+    x = be.array(host)
+    out = be.zeros((8, 10))
+    out[::2, 1::3] = x[1::2, ::-4] * 3 + x[::2, 1::3]
+    expected = np.zeros((8, 10), np.float32)
+    expected[::2, 1::3] = host[1::2, ::-4] * 3 + host[::2, 1::3]
+    np.testing.assert_allclose(out.get(), expected, rtol=1e-6)
+
+
+def test_failed_execution_leaves_output_untouched(be):
+    x = be.array(data((3, 4), seed=10))
+    out = be.array(np.full((2, 4), 7.0))
+    with pytest.raises(IndexError):
+        out[:] = be.take(x, [0, 5], axis=0) + 1
+    np.testing.assert_array_equal(out.get(), np.full((2, 4), 7.0))
+
+
+def test_zero_size(be):
+    x = be.array(np.zeros((0, 3)))
+    out = be.empty((0, 3))
+    out[:] = x * 2
+    assert out.get().shape == (0, 3)
+
+
+def test_constants_and_identities_share_a_kernel(be):
+    a, b, c, d = (be.array(data((5, 6), seed=s)) for s in range(4))
+    out = be.empty((5, 6))
+    out[:] = 2.5 * a + b
+    misses = CPU_CACHE.stats["misses"]
+    out[:] = 3.0 * c + d
+    assert CPU_CACHE.stats["misses"] == misses
+    np.testing.assert_allclose(out.get(), 3.0 * c.get() + d.get(), rtol=1e-6)
+
+
+def test_sizes_share_a_kernel(be):
+    outs = []
+    for shape in ((8, 16), (9, 17), (1024, 3)):
+        x, y = be.array(data(shape, seed=1)), be.array(data(shape, seed=2))
+        o = be.empty(shape)
+        o[:] = be.minimum(x * 1.5, y) - x
+        outs.append((o, x, y))
+        if shape == (8, 16):
+            compiles = CPU_CACHE.stats["compiles"] + CPU_CACHE.stats["disk_loads"]
+            misses = CPU_CACHE.stats["misses"]
+    assert CPU_CACHE.stats["misses"] == misses
+    assert CPU_CACHE.stats["compiles"] + CPU_CACHE.stats["disk_loads"] == compiles
+    for o, x, y in outs:
+        np.testing.assert_allclose(o.get(), np.minimum(x.get() * np.float32(1.5), y.get()) - x.get(),
+                                   rtol=1e-6)
+
+
+def test_signature_is_structural(be):
+    a, b = be.array(data((3, 4))), be.array(data((3, 4), seed=1))
+    out = be.empty((3, 4))
+    k1 = P.walk(out, a * 2.0 + b)[0]
+    k2 = P.walk(out, b * 7.0 + a)[0]
+    k3 = P.walk(out, a * 2.0 + a)[0]          # the same tensor twice is another structure
+    k4 = P.walk(a, a * 2.0 + b)[0]            # so is an output that is also an input
+    k5 = P.walk(out, be.array(data((1, 4))) * 2.0 + b)[0]  # and another broadcast pattern
+    assert k1 == k2
+    assert len({k1, k3, k4, k5}) == 4
+
+
+def test_softmax_is_one_stage(be):
+    x = be.array(data((30, 20)))
+    tree = be.exp(x - be.max(x, axis=0)) / be.sum(be.exp(x - be.max(x, axis=0)), axis=0)
+    out = be.empty((30, 20))
+    key, tensors, consts, nodes = P.walk(out, tree)
+    plan = P.make_plan(out, tree, tensors, nodes, fused_cpu.render_numba.RENDERABLE)
+    assert [s.kind for s in plan.stages] == [P.StageKind.FUSED]
+    assert plan.stages[0].reduce_axes == (0,)
+
+
+def test_dot_in_a_tree_is_a_gemm_stage(be):
+    w, x = be.array(data((5, 3))), be.array(data((3, 7)))
+    out = be.empty((5, 7))
+    tree = be.relu(be.dot(w, x) + 1)
+    key, tensors, consts, nodes = P.walk(out, tree)
+    plan = P.make_plan(out, tree, tensors, nodes, fused_cpu.render_numba.RENDERABLE)
+    assert [s.kind for s in plan.stages] == [P.StageKind.GEMM, P.StageKind.FUSED]
+
+
+def test_kernel_source_is_readable(be):
+    x = be.array(data((4, 4)))
+    out = be.empty((4, 4))
+    out[:] = x * 2 + 1
+    program = CPU_CACHE.get(P.walk(out, x * 2 + 1)[0])
+    src = next(iter(program.kernels.values())).source
+    assert "def kernel_serial(out, dom, b0, c0, c1):" in src
+    assert "prange" in src and "c0" in src
+    compile(src, "<kernel>", "exec")
+
+
+def test_disk_cache_survives_processes_and_corruption(tmp_path):
+    script = textwrap.dedent("""
+        import numpy as np
+        from neonlike.backends import gen_backend
+        from neonlike.backends.cache import CPU_CACHE
+        be = gen_backend('cpu')
+        x = be.array(np.arange(12.0).reshape(3, 4))
+        o = be.empty((3, 4))
+        o[:] = be.tanh(x * 0.25) * 3 - x
+        assert np.allclose(o.get(), np.tanh(np.arange(12.0).reshape(3, 4) * 0.25) * 3
+                           - np.arange(12.0).reshape(3, 4), rtol=1e-6)
+        print(CPU_CACHE.stats['compiles'], CPU_CACHE.stats['disk_loads'])
+    """)
+    env = dict(os.environ, NEONLIKE_FUSE="1", NEONLIKE_CACHE_DIR=str(tmp_path))
+
+    def run():
+        r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return tuple(int(v) for v in r.stdout.split())
+
+    assert run() == (1, 0)           # cold: compiled
+    assert run() == (0, 1)           # warm: numba's disk cache
+    for f in tmp_path.glob("k_*.py"):
+        f.write_text("this is not python")
+    assert run()[0] + run()[1] >= 1  # a corrupt module is rewritten, never fatal
