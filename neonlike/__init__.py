@@ -23,6 +23,18 @@ class NervanaObject:
         self.name = name if name is not None else f"{type(self).__name__}_{id(self):x}"
 
 
+def cache_stats() -> dict:
+    """Kernel-cache counters: hits, misses, compiles, disk_loads, compile_seconds, entries, ..."""
+    from .backends.cache import CPU_CACHE
+    return dict(CPU_CACHE.stats, entries=len(CPU_CACHE), directory=str(CPU_CACHE.directory()))
+
+
+def clear_caches() -> None:
+    """Forget every compiled program held in memory and zero the counters (disk files stay)."""
+    from .backends.cache import CPU_CACHE
+    CPU_CACHE.clear()
+
+
 def __getattr__(name: str) -> Any:
     if name in ("gen_backend", "cleanup_backend"):
         from . import backends
@@ -36,4 +48,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'neonlike' has no attribute {name!r}")
 
 
-__all__ = ["NervanaObject", "gen_backend", "cleanup_backend", "Tensor", "OpTreeNode", "Backend", "Op"]
+__all__ = ["NervanaObject", "gen_backend", "cleanup_backend", "Tensor", "OpTreeNode", "Backend", "Op",
+           "cache_stats", "clear_caches"]

@@ -296,3 +296,18 @@ def test_disk_cache_survives_processes_and_corruption(tmp_path):
     for f in tmp_path.glob("k_*.py"):
         f.write_text("this is not python")
     assert run()[0] + run()[1] >= 1  # a corrupt module is rewritten, never fatal
+
+
+def test_cache_stats_and_clear(be):
+    import neonlike
+    x = be.array(data((3, 3)))
+    out = be.empty((3, 3))
+    out[:] = x * 4 - 1
+    stats = neonlike.cache_stats()
+    assert {"hits", "misses", "compiles", "compile_seconds", "entries"} <= set(stats)
+    assert stats["entries"] >= 1 and stats["misses"] >= 1
+    neonlike.clear_caches()
+    assert neonlike.cache_stats()["entries"] == 0
+    out[:] = x * 4 - 1          # recompiled into memory (or reloaded from disk), same values
+    np.testing.assert_allclose(out.get(), x.get() * 4 - 1, rtol=1e-6)
+    assert neonlike.cache_stats()["misses"] == 1
