@@ -18,9 +18,12 @@ _NUMBER_KINDS = "biuf"
 
 
 class OpDict(dict):
-    """The op slot of a node: `{'op': Op, 'shape': tuple, **attrs}`, frozen once made."""
+    """The op slot of a node: `{'op': Op, 'shape': tuple, **attrs}`, frozen once made.
 
-    __slots__ = ()
+    `token` memoises the node's part of a structural signature (see plan.walk).
+    """
+
+    __slots__ = ("token",)
 
     def _frozen(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("an op-tree's op_dict is immutable; build a new node instead")

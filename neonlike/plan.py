@@ -61,6 +61,11 @@ def _mask(shape: tuple) -> int:
     return sum(1 << i for i, d in enumerate(shape) if d == 1)
 
 
+def _node_token(d: dict) -> tuple:
+    attrs = tuple((k, v) for k, v in d.items() if k != "op" and k != "shape")
+    return (d["op"], attrs, len(d["shape"]), _mask(d["shape"]))
+
+
 def walk(out: Any, value: Any) -> tuple:
     """One pass over `assign(out, value)`: (signature, tensors, constants, nodes).
 
@@ -77,17 +82,21 @@ def walk(out: Any, value: Any) -> tuple:
     def visit(x: Any) -> None:
         if isinstance(x, OpTreeNode):
             d, left, right = x
-            for child in (left, right):
-                if child is not None:
-                    visit(child)
-            attrs = tuple((k, v) for k, v in d.items() if k != "op" and k != "shape")
-            key.append((d["op"], attrs, len(d["shape"]), _mask(d["shape"])))
+            if left is not None:
+                visit(left)
+            if right is not None:
+                visit(right)
+            try:
+                key.append(d.token)
+            except AttributeError:
+                d.token = _node_token(d)
+                key.append(d.token)
             nodes.append(x)
         elif isinstance(x, Operators):
             slot = slots.setdefault(id(x), len(tensors))
             if slot == len(tensors):
                 tensors.append(x)
-            key.append(("t", slot, x.dtype.char, len(x.shape), _mask(x.shape)))
+            key.append((slot, x.dtype.char, len(x.shape), _mask(x.shape)))
         else:
             key.append("c")
             consts.append(x)

@@ -1,4 +1,79 @@
-"""Vectorizable float32 transcendental functions for the Numba backend (draft)."""
+"""Inline, vectorizable float32 exp/log/tanh/sigmoid/softplus for the Numba backend's fused kernels.
+
+Why: Numba has no vector math library, so `math.exp` / `math.tanh` inside a generated `prange` loop
+are scalar libm calls (about 4 and 18 ns per element per thread on the 2-core dev machine) and the loop
+does not vectorize. The functions here are plain float32 arithmetic: range reduction, a polynomial,
+and 2**n built by bit-casting an int32 to float32 (`bitcast_i32_to_f32`, an llvmlite `bitcast`).
+There are no branches (the special cases are selects and bit masks), so once inlined LLVM vectorizes
+the caller's loop (<16 x float> with AVX-512, <8 x float> with AVX2, <4 x float> with SSE2/NEON).
+
+How a generated kernel calls them (float32 trees only; float64 trees keep using `math.*`)::
+
+    import numba
+    import numpy as np
+    from neonlike.backends.vecmath import exp32, sig32, tanh32
+
+    @numba.njit(parallel=True, fastmath=False, error_model="numpy")
+    def _kernel(a, b, out):                       # out = sig(a * b) * tanh(a) + exp(-a) * 0.5
+        for i in numba.prange(out.size):
+            x = a[i]
+            out[i] = sig32(x * b[i]) * tanh32(x) + exp32(-x) * np.float32(0.5)
+
+Rules for the renderer: pass float32 values (a float64 or Python-number argument is rounded to
+float32 first, and the result is always float32), and write constants as `np.float32(...)`: a Python
+float literal in `exp32(x) * 0.5` promotes that product to float64 and the store converts it back.
+
+Decoration: every function is `numba.njit(fastmath=False, error_model="numpy", forceinline=True)`.
+`forceinline` marks the compiled function `alwaysinline` for LLVM, so it is inlined into the kernel
+after Numba lowered it with its *own* flags. Measured alternatives (numba 0.68.1, llvmlite 0.50):
+`njit(inline="always")` and `register_jitable(inline="always")` also vectorize, but inline at the Numba
+IR level, which about doubles the compile time of a kernel (1.5 s instead of 0.7 s for
+sig*tanh+exp) and, worse, lowers the inlined code with the caller's flags: in a `fastmath=True`
+kernel they return exp32(-1) = 0.5 and tanh32(-1) = -0.78 (the round-to-integer trick and the
+nan/inf selects are folded away). Plain `njit` vectorizes too, but leaves inlining to LLVM's cost
+model. Polynomials use `llvm.fmuladd`, i.e. a fused multiply-add where the target has FMA (1.4x
+faster exp32 here) and multiply-then-add elsewhere; the bounds below hold, and were measured, for both.
+
+Accuracy: max error in float32 ulps against the correctly rounded result (the float64 libm value
+rounded to float32), counted as the distance in the ordered list of float32 values (0 = correctly
+rounded), measured over ALL 2**32 inputs, with and without FMA (see `MAX_ULP`):
+
+    ==========  =======  ================================================================
+    function    max ulp  computes
+    ==========  =======  ================================================================
+    exp32        1       e**x
+    exp2_32      1       2**x
+    log32        1       log(x)
+    log2_32      1       log2(x)
+    safelog32    1       log(max(x, exp(-50)))  (the clamp is float32(exp(-50)))
+    tanh32       2       tanh(x)
+    tanh2_32     2       tanh(x * ln 2), from 2**(2x): the product x*ln2 is never rounded
+    sig32        2       1 / (1 + exp(-x))
+    sig2_32      2       1 / (1 + 2**-x)
+    softplus32   2       log(1 + exp(x)), as max(x, 0) + log1p(exp(-|x|))
+    ==========  =======  ================================================================
+
+Special values (all tested in tests/test_vecmath.py):
+
+* nan in, nan out, for every function (safelog32 too, like numpy.maximum).
+* exp32: exp(+-0) = 1, exp(inf) = inf, exp(-inf) = +0. Overflow is correctly rounded: the result is
+  inf from x = 88.72284 up (exp(89) = inf). Underflow is gradual: below x = -87.34 the result is a
+  subnormal, correctly rounded to within 1 ulp, and +0 once e**x < 2**-150 (x <= -103.97208; so
+  exp(-104) = +0). Never -0. exp2_32 likewise: exact powers of two for integer x in [-149, 127],
+  inf from x = 128, 2**-150 rounds (ties-to-even) to +0.
+* log32 / log2_32: log(+-0) = -inf, log(x < 0) = nan (-inf included), log(inf) = inf, log(1) = +0,
+  subnormal inputs are exact-exponent (log(1e-45) = -103.27893, log2(2**-149) = -149; log2 of every
+  power of two is exact).
+* safelog32(x) = -50 for every x <= float32(exp(-50)) including 0, negatives and -inf.
+* tanh32 / tanh2_32: odd bit for bit, tanh(-0) = -0, tiny x gives x (subnormals included), and exactly
+  +-1 once the true value rounds to it (|x| > 9.01 for tanh32, |x| > 13 for tanh2_32), inf included.
+* sig32 / sig2_32: sig(+-0) = 0.5, sig(large) = 1 exactly, sig(inf) = 1; for x < 0 the result is
+  exp(x) / (1 + exp(x)), so sig(-large) is the tiny correctly rounded exp(x) (subnormal down to
+  x = -103.97, then +0; sig(-inf) = +0), never 1/(1+inf) rounding too early.
+* softplus32: softplus(x) = x exactly once log1p(e**-x) is below half an ulp of x (x >= 16.6 or so),
+  softplus(inf) = inf, softplus(-inf) = +0, softplus(0) = log 2, and for x < 0 the result tracks
+  e**x down into the subnormals (no log(1 + tiny) = 0 cancellation).
+"""
 from __future__ import annotations
 
 import math
@@ -13,8 +88,14 @@ from numba.extending import intrinsic
 __all__ = [
     "bitcast_f32_to_i32", "bitcast_i32_to_f32",
     "exp32", "exp2_32", "log32", "log2_32", "tanh32", "tanh2_32",
-    "sig32", "sig2_32", "softplus32", "safelog32",
+    "sig32", "sig2_32", "softplus32", "safelog32", "MAX_ULP",
 ]
+
+# Max error in float32 ulps over all 2**32 inputs (see the module docstring); the tests assert these.
+MAX_ULP = {
+    "exp32": 1, "exp2_32": 1, "log32": 1, "log2_32": 1, "safelog32": 1,
+    "tanh32": 2, "tanh2_32": 2, "sig32": 2, "sig2_32": 2, "softplus32": 2,
+}
 
 
 # ------------------------------------------------------------------ bit casts
@@ -72,14 +153,13 @@ _jit = numba.njit(fastmath=False, error_model="numpy", forceinline=True)
 
 F = np.float32
 _ONE = F(1.0)
-_HALF = F(0.5)
-_TWO = F(2.0)
 _ZERO = F(0.0)
 _INF = F(np.inf)
 _NINF = F(-np.inf)
 _NAN = F(np.nan)
 _MAGIC = F(12582912.0)              # 1.5 * 2**23: x + MAGIC rounds x to an integer in the low bits
 _MAGIC_BITS = 0x4B400000
+_SIGN_BIT = -0x80000000             # int32 0x80000000
 _LOG2E = F(1.4426950408889634)
 _LN2 = F(math.log(2.0))
 _LN2_HI = F(0.693359375)            # 9 significant bits: k * _LN2_HI is exact for |k| < 2**15
@@ -127,7 +207,6 @@ _TR2 = F(-0.05385090783238411)
 _TR3 = F(0.1333276927471161)
 _TR4 = F(-0.333333283662796)
 _TANH_POLY_MAX = F(0.625)
-_TANH2_POLY_MAX = F(0.625 / math.log(2.0))
 
 
 @_jit
@@ -230,8 +309,9 @@ def _tanh_core(x, y, t):
     rz = _muladd(_muladd(_muladd(_muladd(_TR0, z, _TR1), z, _TR2), z, _TR3), z, _TR4)
     small = _muladd(ay * z, rz, ay)
     big = (_ONE - t) / (_ONE + t)
-    r = small if ay < _TANH_POLY_MAX else big
-    return -r if x < _ZERO else r
+    r = small if ay < _TANH_POLY_MAX else big           # |tanh|, or nan
+    # copysign(r, x) on the bits: tanh(-0) = -0, and no branch
+    return bitcast_i32_to_f32(bitcast_f32_to_i32(r) | (bitcast_f32_to_i32(x) & _SIGN_BIT))
 
 
 @_jit
