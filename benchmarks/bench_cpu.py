@@ -47,7 +47,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 import traceback
 from dataclasses import dataclass, field
