@@ -26,7 +26,7 @@ import numpy as np
 from ..ops import Op
 from ..plan import Stage
 
-RENDERER_VERSION = 1
+RENDERER_VERSION = 2
 
 _U = {  # unary ops: a format of the operand's variable name
     Op.NEG: "(-{0})", Op.ABS: "abs({0})", Op.SGN: "np.sign({0})", Op.SQRT: "np.sqrt({0})",
@@ -42,6 +42,14 @@ _U = {  # unary ops: a format of the operand's variable name
     Op.SINH: "np.sinh({0})", Op.COSH: "np.cosh({0})", Op.ASINH: "np.arcsinh({0})",
     Op.ACOSH: "np.arccosh({0})", Op.ATANH: "np.arctanh({0})",
 }
+# float32 trees use neonlike's vectorizable float32 math (backends/vecmath.py) instead of libm
+_U32 = {
+    Op.EXP: "exp32({0})", Op.EXP2: "exp2_32({0})", Op.LOG: "log32({0})", Op.LOG2: "log2_32({0})",
+    Op.TANH: "tanh32({0})", Op.TANH2: "tanh2_32({0})", Op.SIG: "sig32({0})",
+    Op.SIG2: "sig2_32({0})", Op.SOFTPLUS: "softplus32({0})", Op.SAFELOG: "safelog32({0})",
+}
+VECMATH_IMPORT = ("from neonlike.backends.vecmath import (exp32, exp2_32, log32, log2_32, tanh32, "
+                  "tanh2_32, sig32,\n    sig2_32, softplus32, safelog32)\n")
 _B = {  # binary ops
     Op.ADD: "({0} + {1})", Op.SUB: "({0} - {1})", Op.MUL: "({0} * {1})", Op.DIV: "({0} / {1})",
     Op.POW: "np.power({0}, {1})", Op.EQ: "F({0} == {1})", Op.NE: "F({0} != {1})",
@@ -72,26 +80,26 @@ LN2 = F(math.log(2.0))
 SAFELOG_MIN = F(math.exp(-50.0))
 
 
-@njit(inline="always")
+@njit(forceinline=True)
 def _maximum(a, b):
     return a if (a > b or a != a) else b
 
 
-@njit(inline="always")
+@njit(forceinline=True)
 def _minimum(a, b):
     return a if (a < b or a != a) else b
 '''
 
 STORE_FLOAT = '''
 
-@njit(inline="always")
+@njit(forceinline=True)
 def STORE(v):
     return v
 '''
 
 STORE_INT = '''
 
-@njit(inline="always")
+@njit(forceinline=True)
 def STORE(v):
     # round half to even, saturate, nan -> 0 (neonlike.dtypes)
     if v != v:
@@ -144,6 +152,7 @@ def render(stage: Stage, meta: dict, ftype: str, out_dtype: Any, key: str) -> tu
     """
     program, R = stage.program, stage.reduce_axes
     n = meta[stage.out][0]
+    unary = {**_U, **_U32} if ftype == "float32" else _U
     bufs = tuple(sorted({ins.arg for ins in program if ins.op == "load"}))
     consts = tuple(sorted({ins.arg for ins in program if ins.op == "const"}))
     args = ", ".join(["out", "dom"] + [f"b{b}" for b in bufs] + [f"c{c}" for c in consts])
@@ -169,7 +178,7 @@ def render(stage: Stage, meta: dict, ftype: str, out_dtype: Any, key: str) -> tu
                 lines.add(f"v{i} = acc{i}[{acc_index(loop)}]")
             else:
                 op = Op(ins.op)
-                fmt = _U[op] if op in _U else _B[op]
+                fmt = unary.get(op) or _B[op]
                 lines.add(f"v{i} = {fmt.format(*(f'v{a}' for a in ins.args))}")
             values[i] = True
 
@@ -207,6 +216,9 @@ def render(stage: Stage, meta: dict, ftype: str, out_dtype: Any, key: str) -> tu
         src.add(f"out[{', '.join(f'i{k}' for k in range(n))}] = STORE(v{top})")
         src.depth = 0
     header = PRELUDE.format(version=RENDERER_VERSION, key=key, ftype=ftype)
+    if ftype == "float32":
+        header = header.replace("from numba import njit, prange\n",
+                                "from numba import njit, prange\n" + VECMATH_IMPORT)
     if out_dtype.kind == "f":
         header += STORE_FLOAT
     else:

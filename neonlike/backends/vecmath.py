@@ -47,7 +47,7 @@ rounded), measured over ALL 2**32 inputs, with and without FMA (see `MAX_ULP`):
     log2_32      1       log2(x)
     safelog32    1       log(max(x, exp(-50)))  (the clamp is float32(exp(-50)))
     tanh32       2       tanh(x)
-    tanh2_32     2       tanh(x * ln 2), from 2**(2x): the product x*ln2 is never rounded
+    tanh2_32     2       tanh(x * ln 2); 2**(-2|x|) above |x ln2| = 0.625, so no rounded x*ln2 there
     sig32        2       1 / (1 + exp(-x))
     sig2_32      2       1 / (1 + 2**-x)
     softplus32   2       log(1 + exp(x)), as max(x, 0) + log1p(exp(-|x|))
@@ -57,20 +57,20 @@ Special values (all tested in tests/test_vecmath.py):
 
 * nan in, nan out, for every function (safelog32 too, like numpy.maximum).
 * exp32: exp(+-0) = 1, exp(inf) = inf, exp(-inf) = +0. Overflow is correctly rounded: the result is
-  inf from x = 88.72284 up (exp(89) = inf). Underflow is gradual: below x = -87.34 the result is a
-  subnormal, correctly rounded to within 1 ulp, and +0 once e**x < 2**-150 (x <= -103.97208; so
+  inf from x = 88.72284 up (exp(89) = inf). Underflow is gradual: from x = -87.33655 down it is a
+  subnormal, correctly rounded to within 1 ulp, and +0 once e**x < 2**-150 (x <= -103.972084; so
   exp(-104) = +0). Never -0. exp2_32 likewise: exact powers of two for integer x in [-149, 127],
   inf from x = 128, 2**-150 rounds (ties-to-even) to +0.
 * log32 / log2_32: log(+-0) = -inf, log(x < 0) = nan (-inf included), log(inf) = inf, log(1) = +0,
   subnormal inputs are exact-exponent (log(1e-45) = -103.27893, log2(2**-149) = -149; log2 of every
   power of two is exact).
 * safelog32(x) = -50 for every x <= float32(exp(-50)) including 0, negatives and -inf.
-* tanh32 / tanh2_32: odd bit for bit, tanh(-0) = -0, tiny x gives x (subnormals included), and exactly
-  +-1 once the true value rounds to it (|x| > 9.01 for tanh32, |x| > 13 for tanh2_32), inf included.
-* sig32 / sig2_32: sig(+-0) = 0.5, sig(large) = 1 exactly, sig(inf) = 1; for x < 0 the result is
-  exp(x) / (1 + exp(x)), so sig(-large) is the tiny correctly rounded exp(x) (subnormal down to
+* tanh32 / tanh2_32: odd bit for bit, tanh(-0) = -0, tiny x gives x (x*ln2), subnormals included; exactly
+  +-1 once the true value rounds to it (|x| >= 8.67 for tanh32, >= 12.5 for tanh2_32), inf included.
+* sig32 / sig2_32: sig(+-0) = 0.5, sig(x) = 1 exactly from x = 16.64 (sig32), sig(inf) = 1; for x < 0 it is
+  exp(x) / (1 + exp(x)), so sig(-large) is the tiny exp(x), as accurate as exp32 (subnormal down to
   x = -103.97, then +0; sig(-inf) = +0), never 1/(1+inf) rounding too early.
-* softplus32: softplus(x) = x exactly once log1p(e**-x) is below half an ulp of x (x >= 16.6 or so),
+* softplus32: softplus(x) = x exactly once log1p(e**-x) is below half an ulp of x (from x = 14.56),
   softplus(inf) = inf, softplus(-inf) = +0, softplus(0) = log 2, and for x < 0 the result tracks
   e**x down into the subnormals (no log(1 + tiny) = 0 cancellation).
 """
@@ -219,6 +219,7 @@ def _pow2_scale(p, n):
 
 @_jit
 def exp32(x):
+    """e**x."""
     x = F(x)
     x = _EXP_HI if x > _EXP_HI else x
     x = _EXP_LO if x < _EXP_LO else x
@@ -234,6 +235,7 @@ def exp32(x):
 
 @_jit
 def exp2_32(x):
+    """2**x."""
     x = F(x)
     x = _EXP2_HI if x > _EXP2_HI else x
     x = _EXP2_LO if x < _EXP2_LO else x
@@ -278,6 +280,7 @@ def _log_fix(x, r):
 
 @_jit
 def log32(x):
+    """Natural log; -inf at +-0, nan below 0."""
     x = F(x)
     fk, f, y = _log_parts(x)
     a = fk * _LN2_HI
@@ -289,6 +292,7 @@ def log32(x):
 
 @_jit
 def log2_32(x):
+    """Base-2 log, exact on powers of two; -inf at +-0, nan below 0."""
     x = F(x)
     fk, f, y = _log_parts(x)
     fh = bitcast_i32_to_f32(bitcast_f32_to_i32(f) & -4096)
@@ -316,18 +320,21 @@ def _tanh_core(x, y, t):
 
 @_jit
 def tanh32(x):
+    """tanh(x)."""
     x = F(x)
     return _tanh_core(x, x, exp32(F(-2.0) * abs(x)))
 
 
 @_jit
 def tanh2_32(x):
+    """tanh(x * ln 2) = (2**(2x) - 1) / (2**(2x) + 1)."""
     x = F(x)
     return _tanh_core(x, x * _LN2, exp2_32(F(-2.0) * abs(x)))
 
 
 @_jit
 def sig32(x):
+    """Logistic 1 / (1 + e**-x), computed from e**-|x| so that it never overflows."""
     x = F(x)
     t = exp32(-abs(x))
     return (_ONE if x >= _ZERO else t) / (_ONE + t)
@@ -335,6 +342,7 @@ def sig32(x):
 
 @_jit
 def sig2_32(x):
+    """1 / (1 + 2**-x), computed from 2**-|x|."""
     x = F(x)
     t = exp2_32(-abs(x))
     return (_ONE if x >= _ZERO else t) / (_ONE + t)
@@ -342,6 +350,7 @@ def sig2_32(x):
 
 @_jit
 def softplus32(x):
+    """log(1 + e**x) = max(x, 0) + log1p(e**-|x|); log1p(t) = log(u) + (t - (u - 1)) / u, u = 1 + t."""
     x = F(x)
     t = exp32(-abs(x))
     u = _ONE + t
@@ -352,5 +361,6 @@ def softplus32(x):
 
 @_jit
 def safelog32(x):
+    """log(max(x, float32(exp(-50)))): -50 for x <= exp(-50), 0 and negatives included; nan stays nan."""
     x = F(x)
     return log32(_SAFELOG_MIN if x < _SAFELOG_MIN else x)
