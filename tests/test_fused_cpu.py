@@ -311,3 +311,76 @@ def test_cache_stats_and_clear(be):
     out[:] = x * 4 - 1          # recompiled into memory (or reloaded from disk), same values
     np.testing.assert_allclose(out.get(), x.get() * 4 - 1, rtol=1e-6)
     assert neonlike.cache_stats()["misses"] == 1
+
+
+# ---------------------------------------------------------------- random trees, fused vs reference
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from neonlike.backends import reference  # noqa: E402
+
+_UNARY = [lambda b, t: -t, lambda b, t: abs(t), lambda b, t: b.tanh(t), lambda b, t: b.sig(t),
+          lambda b, t: b.sqrt(abs(t)), lambda b, t: b.exp(-abs(t)), lambda b, t: b.log(abs(t) + 1)]
+_BINARY = [lambda b, s, t: s + t, lambda b, s, t: s - t, lambda b, s, t: s * t,
+           lambda b, s, t: b.maximum(s, t), lambda b, s, t: b.minimum(s, t),
+           lambda b, s, t: s / (abs(t) + 1), lambda b, s, t: s > t]
+_REDUCE = [lambda b, t, a: b.sum(t, axis=a), lambda b, t, a: b.max(t, axis=a),
+           lambda b, t, a: b.mean(t, axis=a), lambda b, t, a: b.argmax(t, axis=a)]
+
+
+@st.composite
+def _trees(draw, depth=0):
+    """A recipe: a function of (be, leaves) building a random tree of shape (3, 4) or a broadcast of it."""
+    kind = draw(st.sampled_from(["leaf", "const", "unary", "binary", "binary", "reduce", "reduce"]
+                                if depth < 5 else ["leaf", "const"]))
+    if kind == "leaf":
+        i = draw(st.integers(0, 2))
+        return lambda b, leaves: leaves[i]
+    if kind == "const":
+        c = draw(st.sampled_from([0.5, 2.0, -1.5, np.float32(3.0), 7]))
+        return lambda b, leaves: c
+    if kind == "unary":
+        f, sub = draw(st.sampled_from(_UNARY)), draw(_trees(depth + 1))
+        return lambda b, leaves: f(b, _as_tree(b, sub(b, leaves), leaves))
+    if kind == "binary":
+        f, s, t = draw(st.sampled_from(_BINARY)), draw(_trees(depth + 1)), draw(_trees(depth + 1))
+        return lambda b, leaves: f(b, _as_tree(b, s(b, leaves), leaves), t(b, leaves))
+    f, sub, axis = draw(st.sampled_from(_REDUCE)), draw(_trees(depth + 1)), draw(st.sampled_from([0, 1]))
+    return lambda b, leaves: f(b, _as_tree(b, sub(b, leaves), leaves), axis)
+
+
+def _as_tree(b, x, leaves):
+    return x if not isinstance(x, (int, float, np.floating)) else leaves[0] * 0 + x
+
+
+@settings(max_examples=40, deadline=None)
+@given(recipe=_trees(), out_dtype=st.sampled_from([np.float32, np.float64, np.int16]),
+       in_dtype=st.sampled_from([np.float32, np.float16, np.int8]))
+def test_random_trees_fused_equal_reference(cache_dir, recipe, out_dtype, in_dtype):
+    saved_env = os.environ.get("NEONLIKE_CACHE_DIR")
+    os.environ["NEONLIKE_CACHE_DIR"] = str(cache_dir)
+    saved, CPU_CACHE._dir = nervanacpu._FUSED[:], None
+    nervanacpu._FUSED[:] = [fused_cpu]
+    try:
+        be = gen_backend("cpu", rng_seed=0)
+        leaves = [be.array(np.rint(data(s, -4, 4, seed=i) * 4) / 4, dtype=in_dtype)
+                  for i, s in enumerate([(3, 4), (1, 4), (3, 1)])]
+        tree = _as_tree(be, recipe(be, leaves), leaves)
+        out = be.empty((3, 4), dtype=out_dtype)
+        dt = reference.tree_dtype(out, tree)
+        expected = np.broadcast_to(reference.evaluate(tree, dt), (3, 4))
+        out[:] = tree
+    finally:
+        nervanacpu._FUSED[:] = saved
+        CPU_CACHE._dir = None
+        if saved_env is None:
+            os.environ.pop("NEONLIKE_CACHE_DIR", None)
+        else:
+            os.environ["NEONLIKE_CACHE_DIR"] = saved_env
+    if np.dtype(out_dtype).kind == "f":
+        np.testing.assert_allclose(out.get(), expected.astype(out_dtype), rtol=2e-5, atol=2e-5,
+                                   equal_nan=True)
+    else:
+        got, want = out.get().astype(np.int64), be.array(expected, dtype=out_dtype).get()
+        assert np.all(np.abs(got - want) <= 1), (got, want)
