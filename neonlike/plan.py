@@ -21,7 +21,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
-from .ops import OP_INFO, Kind, Op
+from .ops import Kind, Op
 from .optree import OpTreeNode, Operators
 
 
@@ -146,9 +146,9 @@ class _Planner:
             buf = self.new_temp(node)
             self.stages.append(Stage(StageKind.HOST, buf, inputs=(self.pos[id(node)],)))
             return buf
-        buf = self.new_temp(node)
+        buf = self.new_temp(node)  # an elementwise or reduction subtree its consumer cannot fuse
         self.fused(node, buf, node.shape)
-        return buf  # a reduction whose domain did not fit its consumer's
+        return buf
 
     def _fusable(self, node: OpTreeNode) -> bool:
         op = Op(node[0]["op"])
@@ -221,11 +221,11 @@ def _keeps_layout(node: OpTreeNode) -> bool:
     return d["shape"] == tuple(1 if i in axes else n for i, n in enumerate(operand.shape))
 
 
-def _domain_ok(D: tuple, O: tuple, R: tuple) -> bool:
-    """The output loops over D's non-reduced axes, and over reduced ones fully or not at all."""
-    if len(D) != len(O):
+def _domain_ok(dom: tuple, out: tuple, R: tuple) -> bool:
+    """The output spans the domain's kept axes, and each reduced axis fully or not at all."""
+    if len(dom) != len(out):
         return False
-    return all((O[i] in (1, D[i])) if i in R else O[i] == D[i] for i in range(len(D)))
+    return all((out[i] in (1, dom[i])) if i in R else out[i] == dom[i] for i in range(len(dom)))
 
 
 def make_plan(out: Any, value: Any, tensors: list, nodes: list, renderable: Any) -> KernelPlan:
@@ -243,4 +243,4 @@ def make_plan(out: Any, value: Any, tensors: list, nodes: list, renderable: Any)
     return KernelPlan(tuple(p.stages), p.n_inputs, tuple(p.temps))
 
 
-__all__ = ["StageKind", "Instr", "Stage", "KernelPlan", "walk", "make_plan", "OP_INFO"]
+__all__ = ["StageKind", "Instr", "Stage", "KernelPlan", "walk", "make_plan"]
