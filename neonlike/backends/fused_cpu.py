@@ -29,6 +29,10 @@ class Kernel:
         self.source, self.bufs, self.consts = source, bufs, consts
         self.serial = timed_first_call(module.kernel_serial, CPU_CACHE.stats)
         self.parallel = timed_first_call(module.kernel_parallel, CPU_CACHE.stats)
+        self.flat = hasattr(module, "kernel_flat_serial")
+        if self.flat:
+            self.flat_serial = timed_first_call(module.kernel_flat_serial, CPU_CACHE.stats)
+            self.flat_parallel = timed_first_call(module.kernel_flat_parallel, CPU_CACHE.stats)
 
 
 class Program:
@@ -74,10 +78,16 @@ class Program:
             dst = bufs[stage.out]
             if stage.kind is P.StageKind.FUSED:
                 k = self.kernels[i]
+                args = [bufs[b] for b in k.bufs]
+                if k.flat and dst.flags.c_contiguous and all(a.flags.c_contiguous for a in args):
+                    fn = k.flat_parallel if dst.size >= PARALLEL_MIN else k.flat_serial
+                    fn(dst.reshape(-1), dst.shape, *(a.reshape(-1) for a in args),
+                       *(c[j] for j in k.consts))
+                    continue
                 dom = nodes[stage.domain][1].shape if stage.domain >= 0 else dst.shape
                 size = max(dst.size, int(np.prod(dom)))
                 fn = k.parallel if size >= PARALLEL_MIN else k.serial
-                fn(dst, dom, *(bufs[b] for b in k.bufs), *(c[j] for j in k.consts))
+                fn(dst, dom, *args, *(c[j] for j in k.consts))
             elif stage.kind is P.StageKind.GEMM:
                 a, b = (np.asarray(bufs[x], dtype=dt) for x in stage.inputs)
                 gemm.gemm(a, b, dst)

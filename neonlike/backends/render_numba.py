@@ -26,7 +26,7 @@ import numpy as np
 from ..ops import Op
 from ..plan import Stage
 
-RENDERER_VERSION = 2
+RENDERER_VERSION = 3
 
 _U = {  # unary ops: a format of the operand's variable name
     Op.NEG: "(-{0})", Op.ABS: "abs({0})", Op.SGN: "np.sign({0})", Op.SQRT: "np.sqrt({0})",
@@ -145,7 +145,9 @@ _R_NAMES = {op.value for op in _R}
 
 
 def render(stage: Stage, meta: dict, ftype: str, out_dtype: Any, key: str) -> tuple[str, tuple, tuple]:
-    """Source of a module with `kernel_serial` and `kernel_parallel`, plus (buffers, consts) it takes.
+    """Source of a module with `kernel_serial` and `kernel_parallel` (and, where every operand has
+    the output's shape, `kernel_flat_serial` / `kernel_flat_parallel` over raveled contiguous
+    arrays), plus the (buffers, consts) the kernels take.
 
     meta[buf] = (ndim, size-1 mask) for every buffer the stage reads and for the output; ftype is
     the compute type ('float32' or 'float64'); out_dtype the numpy dtype of the stored output.
@@ -165,13 +167,13 @@ def render(stage: Stage, meta: dict, ftype: str, out_dtype: Any, key: str) -> tu
     def acc_index(loop: str) -> str:
         return ", ".join("0" if k in R else f"{loop}{k}" for k in range(n))
 
-    def body(lines: _Lines, order: list, loop: str, values: dict) -> None:
+    def body(lines: _Lines, order: list, loop: str, values: dict, flat: bool = False) -> None:
         for i in order:
             ins = program[i]
             if i in values:
                 continue
             if ins.op == "load":
-                lines.add(f"v{i} = F(b{ins.arg}[{index(ins.arg, loop)}])")
+                lines.add(f"v{i} = F(b{ins.arg}[{'i' if flat else index(ins.arg, loop)}])")
             elif ins.op == "const":
                 lines.add(f"v{i} = c{ins.arg}")
             elif ins.op in _R_NAMES:
@@ -214,6 +216,18 @@ def render(stage: Stage, meta: dict, ftype: str, out_dtype: Any, key: str) -> tu
         nest(src, "out.shape", "i", 0 if parallel else None)
         body(src, _closure(program, top), "i", {})
         src.add(f"out[{', '.join(f'i{k}' for k in range(n))}] = STORE(v{top})")
+        src.depth = 0
+    # where every operand has the output's shape, contiguous arrays run as one flat loop
+    flat = not R and all(meta[b] == meta[stage.out] for b in bufs)
+    for variant, parallel in ((("flat_serial", False), ("flat_parallel", True)) if flat else ()):
+        src.add(f'\n\n@njit(parallel={parallel}, cache=True, error_model="numpy")')
+        src.add(f"def kernel_{variant}({args}):")
+        src.depth = 1
+        src.add(f"for i in {'prange' if parallel else 'range'}(out.shape[0]):")
+        src.depth = 2
+        top = len(program) - 1
+        body(src, _closure(program, top), "i", {}, flat=True)
+        src.add(f"out[i] = STORE(v{top})")
         src.depth = 0
     header = PRELUDE.format(version=RENDERER_VERSION, key=key, ftype=ftype)
     if ftype == "float32":
