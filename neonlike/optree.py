@@ -46,7 +46,7 @@ def constant(x: Any, op: Any) -> Any:
     """A Python or numpy real number (or 0-d array) as a Python int/float constant."""
     if isinstance(x, bool):
         return int(x)
-    if isinstance(x, (int, float)):
+    if isinstance(x, (int, float)) and not isinstance(x, np.generic):
         value = x
     elif isinstance(x, (np.generic, np.ndarray)) and np.ndim(x) == 0 and x.dtype.kind in _NUMBER_KINDS:
         value = x.item()

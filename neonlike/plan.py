@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .ops import Kind, Op
-from .optree import OpTreeNode, Operators
+from .optree import OpTreeNode, Operators, shape_of
 
 
 class StageKind(enum.Enum):
@@ -194,11 +194,12 @@ class _Planner:
             program.append(Instr(Op(d["op"]).value, args, _attrs(d)))
             return len(program) - 1
         if kind is Kind.REDUCTION and not no_reduce and self._fusable(x):
+            dom = shape_of(left)
             axes = d["axis"] if d["op"] not in (Op.ARGMAX, Op.ARGMIN) else (
-                tuple(range(len(left.shape))) if d["axis"] is None else (d["axis"],))
+                tuple(range(len(dom))) if d["axis"] is None else (d["axis"],))
             if state["R"] is None:
-                state["R"], state["D"], state["pos"] = axes, left.shape, self.pos[id(x)]
-            if axes == state["R"] and left.shape == state["D"]:
+                state["R"], state["D"], state["pos"] = axes, dom, self.pos[id(x)]
+            if axes == state["R"] and dom == state["D"]:
                 arg = self._emit(left, x, 1, program, state, no_reduce)
                 program.append(Instr(Op(d["op"]).value, (arg,), axes))
                 return len(program) - 1
@@ -214,11 +215,11 @@ def _attrs(d: dict) -> Any:
 
 def _keeps_layout(node: OpTreeNode) -> bool:
     """A reduction whose result is its operand's shape with the reduced axes set to 1."""
-    d, operand = node[0], node[1]
+    d, operand = node[0], shape_of(node[1])
     if d["op"] in (Op.ARGMAX, Op.ARGMIN) and d["axis"] is None:
-        return all(s == 1 for s in d["shape"]) and len(d["shape"]) == len(operand.shape)
+        return all(s == 1 for s in d["shape"]) and len(d["shape"]) == len(operand)
     axes = d["axis"] if isinstance(d["axis"], tuple) else (d["axis"],)
-    return d["shape"] == tuple(1 if i in axes else n for i, n in enumerate(operand.shape))
+    return d["shape"] == tuple(1 if i in axes else n for i, n in enumerate(operand))
 
 
 def _domain_ok(dom: tuple, out: tuple, R: tuple) -> bool:

@@ -384,3 +384,13 @@ def test_random_trees_fused_equal_reference(cache_dir, recipe, out_dtype, in_dty
     else:
         got, want = out.get().astype(np.int64), be.array(expected, dtype=out_dtype).get()
         assert np.all(np.abs(got - want) <= 1), (got, want)
+
+
+def test_reduction_of_a_constant(be):
+    x = be.ones((2, 3))
+    out = be.empty((2, 3))
+    out[:] = x + be.max(3)
+    np.testing.assert_array_equal(out.get(), np.full((2, 3), 4.0))
+    one = be.empty((1, 1))
+    one[:] = be.sum(0.25, axis=1)
+    assert one.get()[0, 0] == 0.25

@@ -14,6 +14,7 @@ import numpy as np
 from .. import plan as P
 from ..dtypes import compute_dtype
 from ..ops import Op
+from ..optree import shape_of
 from . import gemm, reference, render_numba
 from .cache import CPU_CACHE, timed_first_call
 
@@ -84,7 +85,7 @@ class Program:
                     fn(dst.reshape(-1), dst.shape, *(a.reshape(-1) for a in args),
                        *(c[j] for j in k.consts))
                     continue
-                dom = nodes[stage.domain][1].shape if stage.domain >= 0 else dst.shape
+                dom = shape_of(nodes[stage.domain][1]) if stage.domain >= 0 else dst.shape
                 size = max(dst.size, int(np.prod(dom)))
                 fn = k.parallel if size >= PARALLEL_MIN else k.serial
                 fn(dst, dom, *args, *(c[j] for j in k.consts))
