@@ -525,15 +525,21 @@ def gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float = 1.0,
         return C
     if K == 0 or alpha == 0:
         return _scale_only(C, beta)
+    return _run(A, B, C, dt, alpha, beta,
+                lambda a, b, t: _mkl_gemm(a, b, t, M, N, K, alpha, beta))
+
+
+def _run(A: np.ndarray, B: np.ndarray, C: np.ndarray, dt: np.dtype, alpha: float, beta: float,
+         mkl: Any) -> np.ndarray:
+    """`mkl(a, b, c)` where MKL is the path, else numpy's matmul; float16 goes through float32 temps."""
     if (_State.resolved or _resolve()) == "mkl":
-        if dt == _F16:
-            return _float16(A, B, C, alpha, beta,
-                            lambda a, b, t: _mkl_gemm(a, b, t, M, N, K, alpha, beta))
-        _mkl_gemm(A, B, C, M, N, K, alpha, beta)
-        return C
+        fn = mkl
+    else:
+        def fn(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> None:
+            _numpy_gemm(a, b, t, alpha, beta)
     if dt == _F16:
-        return _float16(A, B, C, alpha, beta, lambda a, b, t: _numpy_gemm(a, b, t, alpha, beta))
-    _numpy_gemm(A, B, C, alpha, beta)
+        return _float16(A, B, C, alpha, beta, fn)
+    fn(A, B, C)
     return C
 
 
@@ -559,13 +565,5 @@ def batched_gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float = 1.0
         return C
     if K == 0 or alpha == 0:
         return _scale_only(C, beta)
-    if (_State.resolved or _resolve()) == "mkl":
-        if dt == _F16:
-            return _float16(A, B, C, alpha, beta,
-                            lambda a, b, t: _mkl_batched(a, b, t, nb, M, N, K, alpha, beta))
-        _mkl_batched(A, B, C, nb, M, N, K, alpha, beta)
-        return C
-    if dt == _F16:
-        return _float16(A, B, C, alpha, beta, lambda a, b, t: _numpy_gemm(a, b, t, alpha, beta))
-    _numpy_gemm(A, B, C, alpha, beta)
-    return C
+    return _run(A, B, C, dt, alpha, beta,
+                lambda a, b, t: _mkl_batched(a, b, t, nb, M, N, K, alpha, beta))

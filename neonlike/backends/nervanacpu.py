@@ -76,8 +76,9 @@ class NervanaCPU(Backend):
     def execute(self, optree: OpTreeNode) -> CPUTensor:
         """Fused Numba kernels where numba is installed, else the reference interpreter."""
         out, value = optree[1], optree[2]
-        if isinstance(value, OpTreeNode) and _fused() is not None:
-            _fused().execute(out, value)
+        engine = _fused() if isinstance(value, OpTreeNode) else None
+        if engine is not None:
+            engine.execute(out, value)
         else:
             out._store(reference.evaluate(value, reference.tree_dtype(out, value)))
         return out
