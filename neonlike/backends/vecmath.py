@@ -132,6 +132,52 @@ def bitcast_i32_to_f32(typingctx, i):
     return types.float32(i), codegen
 
 
+def _int32_op(name, build):
+    """An int32 intrinsic `name(a, b)`: both operands truncated or extended to i32, the result an
+    int32. Numba widens int32 arithmetic to int64, and 64-bit lanes do not vectorize well without
+    AVX-512 (no 64-bit arithmetic shift or int64->float conversion in AVX2); these keep the integer
+    parts of the functions below in 32-bit lanes."""
+    def impl(typingctx, a, b):
+        if not (isinstance(a, types.Integer) and isinstance(b, types.Integer)):
+            return None
+
+        def codegen(context, builder, signature, args):
+            vals = [_to_i32(builder, v, t) for v, t in zip(args, signature.args)]
+            return build(builder, *vals)
+
+        return types.int32(a, b), codegen
+    impl.__name__ = name
+    return intrinsic(impl)
+
+
+def _to_i32(builder, v, t):
+    if t.bitwidth > 32:
+        return builder.trunc(v, ir.IntType(32))
+    if t.bitwidth < 32:
+        return (builder.sext if t.signed else builder.zext)(v, ir.IntType(32))
+    return v
+
+
+_iadd = _int32_op("_iadd", lambda b, x, y: b.add(x, y))
+_isub = _int32_op("_isub", lambda b, x, y: b.sub(x, y))
+_iand = _int32_op("_iand", lambda b, x, y: b.and_(x, y))
+_ior = _int32_op("_ior", lambda b, x, y: b.or_(x, y))
+_ishl = _int32_op("_ishl", lambda b, x, y: b.shl(x, y))
+_ishr = _int32_op("_ishr", lambda b, x, y: b.ashr(x, y))
+
+
+@intrinsic
+def _itof(typingctx, i):
+    """int32 -> float32 (sitofp on 32-bit lanes)."""
+    if not isinstance(i, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.sitofp(_to_i32(builder, args[0], signature.args[0]), ir.FloatType())
+
+    return types.float32(i), codegen
+
+
 @intrinsic
 def _muladd(typingctx, a, b, c):
     """a * b + c as LLVM's llvm.fmuladd.f32: one fused multiply-add where the target has FMA,
@@ -212,9 +258,9 @@ _TANH_POLY_MAX = F(0.625)
 @_jit
 def _pow2_scale(p, n):
     """p * 2**n for float32 p in [0.5, 2] and integer n in [-151, 129], rounded once."""
-    n1 = n >> 1
-    n2 = n - n1
-    return p * bitcast_i32_to_f32((n1 + 127) << 23) * bitcast_i32_to_f32((n2 + 127) << 23)
+    n1 = _ishr(n, 1)
+    n2 = _isub(n, n1)
+    return p * bitcast_i32_to_f32(_ishl(_iadd(n1, 127), 23)) * bitcast_i32_to_f32(_ishl(_iadd(n2, 127), 23))
 
 
 @_jit
@@ -224,7 +270,7 @@ def exp32(x):
     x = _EXP_HI if x > _EXP_HI else x
     x = _EXP_LO if x < _EXP_LO else x
     t = _muladd(x, _LOG2E, _MAGIC)
-    n = bitcast_f32_to_i32(t) - _MAGIC_BITS
+    n = _isub(bitcast_f32_to_i32(t), _MAGIC_BITS)
     fn = t - _MAGIC
     r = _muladd(fn, _NLN2_HI, x)
     r = _muladd(fn, _NLN2_LO, r)
@@ -240,7 +286,7 @@ def exp2_32(x):
     x = _EXP2_HI if x > _EXP2_HI else x
     x = _EXP2_LO if x < _EXP2_LO else x
     t = x + _MAGIC
-    n = bitcast_f32_to_i32(t) - _MAGIC_BITS
+    n = _isub(bitcast_f32_to_i32(t), _MAGIC_BITS)
     r = x - (t - _MAGIC)
     q = _muladd(_muladd(_muladd(_muladd(_muladd(_E2P0, r, _E2P1), r, _E2P2), r, _E2P3), r, _E2P4),
                 r, _E2P5)
@@ -254,9 +300,10 @@ def _log_parts(x):
     sub = x < _TINY
     xs = x * _TWO23 if sub else x
     i = bitcast_f32_to_i32(xs)
-    tmp = i - 0x3F3504F3
-    k = (tmp >> 23) - (23 if sub else 0)
-    m = bitcast_i32_to_f32((tmp & 0x007FFFFF) + 0x3F3504F3)
+    tmp = _isub(i, 0x3F3504F3)
+    k = _ishr(tmp, 23)
+    k = _isub(k, 23) if sub else k
+    m = bitcast_i32_to_f32(_iadd(_iand(tmp, 0x007FFFFF), 0x3F3504F3))
     f = m - _ONE
     z = f * f
     pf = _muladd(_LP0, f, _LP1)
@@ -268,7 +315,7 @@ def _log_parts(x):
     pf = _muladd(pf, f, _LP7)
     pf = _muladd(pf, f, _LP8)
     y = _muladd(z * f, pf, _NHALF * z)
-    return F(k), f, y
+    return _itof(k), f, y
 
 
 @_jit
@@ -295,7 +342,7 @@ def log2_32(x):
     """Base-2 log, exact on powers of two; -inf at +-0, nan below 0."""
     x = F(x)
     fk, f, y = _log_parts(x)
-    fh = bitcast_i32_to_f32(bitcast_f32_to_i32(f) & -4096)
+    fh = bitcast_i32_to_f32(_iand(bitcast_f32_to_i32(f), -4096))
     fl = f - fh
     ph = fh * _L2E_HI
     pl = _muladd(fl, _L2E_HI, _muladd(f, _L2E_LO, y * _LOG2E))
@@ -315,7 +362,7 @@ def _tanh_core(x, y, t):
     big = (_ONE - t) / (_ONE + t)
     r = small if ay < _TANH_POLY_MAX else big           # |tanh|, or nan
     # copysign(r, x) on the bits: tanh(-0) = -0, and no branch
-    return bitcast_i32_to_f32(bitcast_f32_to_i32(r) | (bitcast_f32_to_i32(x) & _SIGN_BIT))
+    return bitcast_i32_to_f32(_ior(bitcast_f32_to_i32(r), _iand(bitcast_f32_to_i32(x), _SIGN_BIT)))
 
 
 @_jit
