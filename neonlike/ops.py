@@ -34,6 +34,10 @@ class Op(enum.StrEnum):
     def __repr__(self) -> str:
         return repr(self.value)
 
+    # Enum's __hash__ is a Python function (hash(self._name_)); the value's str hash is the same
+    # for equal members, consistent with `Op.ADD == 'add'`, and runs in C: ops key many dicts.
+    __hash__ = str.__hash__
+
     ASSIGN = "assign"
     # unary elementwise (neon's names first, then seed 004's)
     NEG = "neg"; ABS = "abs"; SGN = "sgn"; SQRT = "sqrt"; SQR = "sqr"         # noqa: E702

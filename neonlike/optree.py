@@ -7,10 +7,12 @@ it was written, naming the op and the shapes.
 """
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
 
+from . import ops as _OPS
 from . import shapes as S
 from .ops import ACCEPTED_KWARGS, OP_INFO, Kind, Op, as_op
 
@@ -20,10 +22,13 @@ _NUMBER_KINDS = "biuf"
 class OpDict(dict):
     """The op slot of a node: `{'op': Op, 'shape': tuple, **attrs}`, frozen once made.
 
-    `token` memoises the node's part of a structural signature (see plan.walk).
+    `token` memoises the node's part of a structural signature (see plan.walk). Nodes made by
+    `build` also carry their tree's structure as it is built (see `_intern`): `sid`, an interned
+    id of the tree's structure, `leaves` (the tree's Tensors in post-order, repeats included) and
+    `consts` (its constants in post-order, as floats), so that executing a tree needs no walk.
     """
 
-    __slots__ = ("token",)
+    __slots__ = ("token", "sid", "leaves", "consts")
 
     def _frozen(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("an op-tree's op_dict is immutable; build a new node instead")
@@ -74,9 +79,172 @@ def shape_of(x: Any) -> tuple | None:
     return (1, 1)
 
 
+# ---------------------------------------------------------------- structure, kept as trees are built
+#
+# A tree's structure (ops, attrs, and per leaf: Tensor (dtype, ndim, size-1 axes) or constant) is
+# interned into a small int `sid` as each node is made, from its children's: equal structures get
+# equal sids. Which leaves are the same Tensor is not part of it (the executor adds that).
+_STRUCTS: dict = {}
+_STRUCTS_MAX = 1 << 16
+_next_sid = itertools.count()
+
+
+def tensor_token(t: Any) -> int:
+    """An interned int for a Tensor's (dtype char, ndim, mask of size-1 axes), memoised on the
+    Tensor (its shape and dtype never change)."""
+    try:
+        return t._token
+    except AttributeError:
+        shape = t.shape
+        key = ("t", t.dtype.char, len(shape), sum(1 << i for i, d in enumerate(shape) if d == 1))
+        tok = _TENSOR_TOKENS.setdefault(key, -1 - len(_TENSOR_TOKENS))
+        t._token = tok
+        return tok
+
+
+_TENSOR_TOKENS: dict = {}
+
+
+def _parts(x: Any) -> tuple:
+    """(structure token, leaves, consts) of an operand; token None where it has no structure."""
+    tx = type(x)
+    if tx is float or tx is int:
+        return "c", (), (float(x),)
+    if tx is OpTreeNode:
+        d = x[0]
+        try:
+            return d.sid, d.leaves, d.consts
+        except AttributeError:
+            return None, (), ()
+    if x is None:
+        return False, (), ()
+    if isinstance(x, Operators):
+        return tensor_token(x), (x,), ()
+    return "c", (), (float(x),)
+
+
+def _intern(d: OpDict, op: Op, attrs: Any, a: Any, b: Any) -> None:
+    ta, la, ca = _parts(a)
+    tb, lb, cb = _parts(b)
+    d.leaves, d.consts = (la + lb, ca + cb) if lb else (la, ca + cb)
+    if ta is None or tb is None:
+        d.sid = None
+        return
+    key = (op, attrs, ta, tb)
+    try:
+        sid = _STRUCTS.get(key)
+    except TypeError:              # unhashable attrs: no structure id (the executor walks the tree)
+        d.sid = None
+        return
+    if sid is None:
+        if len(_STRUCTS) >= _STRUCTS_MAX:
+            _STRUCTS.clear()       # ids are never reused, so live nodes' ids stay unique
+        sid = _STRUCTS[key] = next(_next_sid)
+    d.sid = sid
+
+
+def _broadcast2(sa: tuple, sb: tuple, op: Op) -> tuple:
+    try:
+        return _BCAST[(sa, sb)]
+    except KeyError:
+        shape = S.broadcast(sa, sb, op)   # raises, naming the op and shapes, where they don't fit
+        if len(_BCAST) > 4096:
+            _BCAST.clear()
+        _BCAST[(sa, sb)] = shape
+        return shape
+
+
+class Tensor_:
+    """Marker base of Tensor (tensor.py imports this module, so Tensor itself cannot be named here)."""
+    __slots__ = ()
+
+
+_BCAST: dict = {}
+_new_opdict, _dict_update = dict.__new__, dict.update   # an OpDict without its guarded __init__
+_ELEMENTWISE = {op: info.arity for op, info in OP_INFO.items() if info.kind is Kind.ELEMENTWISE
+                and info.infer in (_OPS._same, _OPS._broadcast)}
+
+
+def _build_elementwise(op: Op, arity: int, a: Any, b: Any) -> Any:
+    """build() for elementwise ops with no keywords, operands Tensors, trees made by build() or
+    Python numbers: the hot path of every statement, so written out flat. None for anything else
+    (the general build() then checks and reports)."""
+    t = type(a)
+    if t is OpTreeNode:
+        d = a[0]
+        sa = d["shape"]
+        try:
+            ka, la, ca = d.sid, d.leaves, d.consts
+        except AttributeError:
+            return None
+    elif t is float or t is int:
+        sa, ka, la, ca = None, "c", (), (float(a),)
+    elif isinstance(a, Tensor_):
+        sa = a.shape
+        try:
+            ka = a._token
+        except AttributeError:
+            ka = tensor_token(a)
+        la, ca = (a,), ()
+    else:
+        return None
+    if arity == 1:
+        if b is not None:
+            return None
+        shape = sa or (1, 1)
+        kb, lb, cb = False, (), ()
+    else:
+        t = type(b)
+        if t is OpTreeNode:
+            d = b[0]
+            sb = d["shape"]
+            try:
+                kb, lb, cb = d.sid, d.leaves, d.consts
+            except AttributeError:
+                return None
+        elif t is float or t is int:
+            sb, kb, lb, cb = None, "c", (), (float(b),)
+        elif isinstance(b, Tensor_):
+            sb = b.shape
+            try:
+                kb = b._token
+            except AttributeError:
+                kb = tensor_token(b)
+            lb, cb = (b,), ()
+        else:
+            return None
+        if sa == sb or sb is None:
+            shape = sa or (1, 1)
+        elif sa is None:
+            shape = sb
+        else:
+            shape = _broadcast2(sa, sb, op)
+    d = _new_opdict(OpDict)
+    _dict_update(d, op=op, shape=shape)
+    d.leaves = la + lb if lb else la
+    d.consts = ca + cb if cb else ca
+    if ka is None or kb is None:
+        d.sid = None
+    else:
+        key = (op, None, ka, kb)
+        sid = _STRUCTS.get(key)
+        if sid is None:
+            if len(_STRUCTS) >= _STRUCTS_MAX:
+                _STRUCTS.clear()
+            sid = _STRUCTS[key] = next(_next_sid)
+        d.sid = sid
+    return tuple.__new__(OpTreeNode, (d, a, b))
+
+
 def build(op: Any, a: Any, b: Any, out: Any = None, **kwargs: Any) -> Any:
     """Check operands, infer the shape and make a node; `assign` (or `out=`) executes it at once."""
     op = op if type(op) is Op else as_op(op)
+    if out is None and not kwargs:
+        arity = _ELEMENTWISE.get(op)
+        if arity is not None:
+            node = _build_elementwise(op, arity, a, b)
+            if node is not None:
+                return node
     info = OP_INFO[op]
     if a is not None and not isinstance(a, Operators):
         a = constant(a, op)
@@ -98,7 +266,9 @@ def build(op: Any, a: Any, b: Any, out: Any = None, **kwargs: Any) -> Any:
         info.infer(op, a.shape, shape_of(b), kwargs)
         return OpTreeNode(OpDict(op=op, shape=a.shape), a, b).execute()
     shape, attrs = info.infer(op, shape_of(a), shape_of(b), kwargs)
-    node = OpTreeNode(OpDict(op=op, shape=shape, **attrs), a, b)
+    d = OpDict(op=op, shape=shape, **attrs)
+    _intern(d, op, tuple(attrs.items()) if attrs else None, a, b)
+    node = tuple.__new__(OpTreeNode, (d, a, b))
     if out is not None:
         return build(Op.ASSIGN, out, node)
     return node
@@ -117,7 +287,14 @@ def _leaf_str(x: Any) -> str:
 
 
 def _binary(op: Op, reflected: bool = False) -> Any:
+    elementwise = OP_INFO[op].kind is Kind.ELEMENTWISE
+
     def method(self: Any, other: Any) -> Any:
+        if elementwise:
+            node = _build_elementwise(op, 2, other, self) if reflected else \
+                _build_elementwise(op, 2, self, other)
+            if node is not None:
+                return node
         if not isinstance(other, (Operators, int, float)):
             if isinstance(other, np.ndarray) and other.ndim > 0:
                 raise TypeError(f"{op}: cannot combine a {type(self).__name__} with a numpy array "
@@ -174,10 +351,12 @@ class Operators:
     __gt__, __ge__ = _binary(Op.GT), _binary(Op.GE)
 
     def __neg__(self) -> OpTreeNode:
-        return build(Op.NEG, self, None)
+        node = _build_elementwise(Op.NEG, 1, self, None)
+        return node if node is not None else build(Op.NEG, self, None)
 
     def __abs__(self) -> OpTreeNode:
-        return build(Op.ABS, self, None)
+        node = _build_elementwise(Op.ABS, 1, self, None)
+        return node if node is not None else build(Op.ABS, self, None)
 
     def __invert__(self) -> OpTreeNode:
         return build(Op.NOT, self, None)

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import shapes as S
 from .ops import Op
-from .optree import OpTreeNode, Operators, build
+from .optree import OpDict, OpTreeNode, Operators, Tensor_, _dict_update, _new_opdict, build
 
 
 def normalize_index(shape: tuple, key: Any) -> tuple:
@@ -53,7 +53,7 @@ def normalize_index(shape: tuple, key: Any) -> tuple:
     return tuple(S.as_slice(t) for t in spec), S.pad2(tuple(d for i, d in enumerate(sliced) if i not in dropped))
 
 
-class Tensor(Operators):
+class Tensor(Operators, Tensor_):
     """A backend tensor: `shape` (at least 2-D), `dtype`, `name`; views share memory with `base`."""
 
     __hash__ = object.__hash__  # == builds an op-tree; tensors still key dicts by identity
@@ -113,6 +113,11 @@ class Tensor(Operators):
         self[key]._assign(value)
 
     def _assign(self, value: Any) -> Tensor:
+        if type(value) is OpTreeNode and value[0]["shape"] == self.shape:
+            # the common `out[:] = tree` of the tree's own shape: nothing to check, run it
+            d = _new_opdict(OpDict)
+            _dict_update(d, op=Op.ASSIGN, shape=self.shape)
+            return self.backend.execute(tuple.__new__(OpTreeNode, (d, self, value)))
         if isinstance(value, Operators):
             return build(Op.ASSIGN, self, value)
         if isinstance(value, np.ndarray) and value.ndim > 0:

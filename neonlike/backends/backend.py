@@ -15,7 +15,7 @@ import numpy as np
 from .. import shapes as S
 from ..dtypes import SUPPORTED, as_dtype, cast_for_store
 from ..ops import OP_INFO, Kind, Op
-from ..optree import OpTreeNode, Operators, build, shape_of
+from ..optree import OpTreeNode, Operators, _build_elementwise, build, shape_of
 from ..tensor import Tensor
 
 __all__ = ["Backend", "Tensor", "OpTreeNode"]
@@ -298,6 +298,10 @@ class Backend:
 
 def _unary(op: Op) -> Any:
     def fn(self: Backend, a: Any, out: Any = None) -> Any:
+        if out is None:
+            node = _build_elementwise(op, 1, a, None)
+            if node is not None:
+                return node
         return build(op, a, None, out=out)
     fn.__doc__ = f"Elementwise `{op}`; an op-tree, or executed into `out`."
     return fn
@@ -305,6 +309,10 @@ def _unary(op: Op) -> Any:
 
 def _binary(op: Op) -> Any:
     def fn(self: Backend, a: Any, b: Any, out: Any = None) -> Any:
+        if out is None:
+            node = _build_elementwise(op, 2, a, b)
+            if node is not None:
+                return node
         return build(op, a, b, out=out)
     fn.__doc__ = f"Elementwise `{op}` with numpy broadcasting; an op-tree, or executed into `out`."
     return fn

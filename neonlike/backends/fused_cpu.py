@@ -16,9 +16,18 @@ from ..dtypes import compute_dtype
 from ..ops import Op
 from ..optree import shape_of
 from . import gemm, reference, render_numba
+from ..optree import tensor_token
 from .cache import CPU_CACHE, timed_first_call
 
-PARALLEL_MIN = 1 << 15        # elements from which a stage runs on every core
+# Elements from which a stage runs on every core (below, a parallel launch costs more than it
+# saves; measured on the 2-core machine with numba's tbb layer: a wake-up is ~10 us). Stages with
+# transcendental functions (tens of ns per element) split earlier.
+PARALLEL_MIN = 1 << 17
+PARALLEL_MIN_HEAVY = 1 << 14
+HEAVY = frozenset(op.value for op in (
+    Op.EXP, Op.LOG, Op.EXP2, Op.LOG2, Op.SIG, Op.SIG2, Op.TANH, Op.TANH2, Op.SAFELOG, Op.SOFTPLUS,
+    Op.POW, Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.SINH, Op.COSH, Op.ASINH,
+    Op.ACOSH, Op.ATANH, Op.DIV, Op.SQRT))
 DEBUG = int(os.environ.get("NEONLIKE_DEBUG", "0") or 0)
 F16 = np.dtype(np.float16)
 
@@ -49,6 +58,8 @@ class Program:
             shape = nodes[pos].shape
             meta[self.plan.n_inputs + 1 + j] = (len(shape), P._mask(shape))
         self.kernels: dict[int, Kernel] = {}
+        heavy = any(ins.op in HEAVY for st in self.plan.stages for ins in st.program)
+        self.parallel_min = PARALLEL_MIN_HEAVY if heavy else PARALLEL_MIN
         for i, stage in enumerate(self.plan.stages):
             if stage.kind is P.StageKind.FUSED:
                 final = stage.out == self.plan.n_inputs
@@ -58,9 +69,54 @@ class Program:
                                                         f"{tag}/{i}")
                 self.kernels[i] = Kernel(src, CPU_CACHE.module(src), bufs, consts)
         CPU_CACHE.stats["compile_seconds"] += time.perf_counter() - t0
+        self.fast = self._fast_runner(out, tensors)
         if DEBUG >= 3:
             for k in self.kernels.values():
                 print(k.source)
+
+    def _fast_runner(self, out: Any, tensors: list) -> Any:
+        """A runner for the common plan, one FUSED stage without temps or reductions, that needs
+        no node list; it returns False (and does nothing) where the general `run` must go."""
+        plan = self.plan
+        if len(plan.stages) != 1 or plan.temps or plan.stages[0].domain >= 0 or any(
+                t.dtype == F16 for t in tensors + [out]):
+            return None
+        k = self.kernels[0]
+        if k.bufs != tuple(range(len(tensors))) or k.consts != tuple(range(len(k.consts))):
+            return None
+        n_consts, ctype = len(k.consts), self.dtype.type
+        flat = k.flat
+        serial, parallel = k.serial, k.parallel
+        flat_fns = [k.flat_serial, k.flat_parallel] if flat else None
+        threshold = self.parallel_min
+
+        def fast(out: Any, tensors: list, consts: tuple) -> bool:
+            if len(consts) != n_consts or out.size == 0:
+                return False
+            target, troot, tflat = _host_info(out)
+            arrays, flats = [], []
+            contiguous = tflat is not None
+            for t in tensors:
+                a, root, fl = _host_info(t)
+                if root == troot and a is not target and np.may_share_memory(a, target) \
+                        and not _same_view(a, target):
+                    return False
+                arrays.append(a)
+                flats.append(fl)
+                contiguous = contiguous and fl is not None
+            c = [_constant(ctype, v) for v in consts]
+            if flat and contiguous:
+                par = target.size >= threshold
+                fn = flat_fns[par]
+                fn(tflat, target.shape, *flats, *c)
+                if fn is not k.flat_serial and fn is not k.flat_parallel:
+                    return True
+                flat_fns[par] = fn.dispatcher        # compiled: call numba directly from now on
+            else:
+                fn = parallel if target.size >= threshold else serial
+                fn(target, target.shape, *arrays, *c)
+            return True
+        return fast
 
     def run(self, out: Any, tensors: list, consts: list, nodes: list) -> None:
         dt, plan = self.dtype, self.plan
@@ -81,13 +137,13 @@ class Program:
                 k = self.kernels[i]
                 args = [bufs[b] for b in k.bufs]
                 if k.flat and dst.flags.c_contiguous and all(a.flags.c_contiguous for a in args):
-                    fn = k.flat_parallel if dst.size >= PARALLEL_MIN else k.flat_serial
+                    fn = k.flat_parallel if dst.size >= self.parallel_min else k.flat_serial
                     fn(dst.reshape(-1), dst.shape, *(a.reshape(-1) for a in args),
                        *(c[j] for j in k.consts))
                     continue
                 dom = shape_of(nodes[stage.domain][1]) if stage.domain >= 0 else dst.shape
                 size = max(dst.size, int(np.prod(dom)))
-                fn = k.parallel if size >= PARALLEL_MIN else k.serial
+                fn = k.parallel if size >= self.parallel_min else k.serial
                 fn(dst, dom, *args, *(c[j] for j in k.consts))
             elif stage.kind is P.StageKind.GEMM:
                 a, b = (np.asarray(bufs[x], dtype=dt) for x in stage.inputs)
@@ -98,6 +154,34 @@ class Program:
             out._store(bufs[plan.n_inputs])
 
 
+def _host_info(t: Any) -> tuple:
+    """(host array, id of the object owning its memory, its 1-D view or None where it is not
+    C-contiguous), memoised on the tensor: a CPU tensor's array never changes."""
+    try:
+        return t._hinfo
+    except AttributeError:
+        a = t._host()
+        root = a
+        while isinstance(root, np.ndarray) and root.base is not None:
+            root = root.base
+        info = t._hinfo = (a, id(root), a.reshape(-1) if a.flags.c_contiguous else None)
+        return info
+
+
+_CONSTS: dict = {}
+
+
+def _constant(ctype: Any, v: float) -> Any:
+    """v as a numpy scalar of the compute type (numba then types it float32 or float64)."""
+    key = (ctype, v)
+    c = _CONSTS.get(key)
+    if c is None:
+        if len(_CONSTS) > 1024:
+            _CONSTS.clear()
+        c = _CONSTS[key] = ctype(v)
+    return c
+
+
 def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
     return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
             and a.strides == b.strides and a.shape == b.shape)
@@ -105,14 +189,39 @@ def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
 
 def execute(out: Any, value: Any) -> None:
     """out[:] = value through the fused path (value is an OpTreeNode)."""
-    key, tensors, consts, nodes = P.walk(out, value)
-    program = CPU_CACHE.get(key)
+    d = value[0]
+    sid = getattr(d, "sid", None)
+    if sid is not None and not DEBUG:
+        # the tree's structure was interned while it was built: its key needs no walk, only
+        # which leaves are the same tensor (and whether the output is one of them)
+        slots: dict = {}
+        tensors: list = []
+        pattern = []
+        for t in d.leaves:
+            slot = slots.get(id(t))
+            if slot is None:
+                slot = slots[id(t)] = len(tensors)
+                tensors.append(t)
+            pattern.append(slot)
+        key = (sid, tuple(pattern), slots.get(id(out), -1), tensor_token(out))
+        program = CPU_CACHE.get(key)
+        if program is not None and program.fast is not None:
+            if program.fast(out, tensors, d.consts):
+                return
+            program.run(out, tensors, d.consts, P.walk(out, value)[3])
+            return
+    else:
+        key = None
+    walk_key, tensors, consts, nodes = P.walk(out, value)
+    program = CPU_CACHE.get(walk_key)
     if DEBUG:
         print(f"neonlike: {out.name or 'out'}[:] = {value.pp()}"
               + (" (cache hit)" if program is not None and DEBUG >= 2 else ""))
     if program is None:
-        program = Program(key, out, value, tensors, nodes)
-        CPU_CACHE.put(key, program)
+        program = Program(walk_key, out, value, tensors, nodes)
+        CPU_CACHE.put(walk_key, program)
+    if key is not None:
+        CPU_CACHE.alias(key, program)
     if out.size == 0 or any(t.size == 0 for t in tensors) or any(0 in n.shape for n in nodes):
         out._store(reference.evaluate(value, program.dtype))
         return
