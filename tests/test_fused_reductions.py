@@ -1,0 +1,265 @@
+"""Reductions of the fused CPU engine (tiled reduction kernels of render_numba) against numpy
+float64: every reduction over every axis pattern, shapes that take the parallel path and tiny ones,
+nan/inf/ties, float64 and integer outputs, non-contiguous inputs and an output that is an input."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from neonlike import plan as P  # noqa: E402
+from neonlike.backends import fused_cpu, gen_backend, nervanacpu  # noqa: E402
+from neonlike.backends.cache import CPU_CACHE  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("kernels")
+
+
+@pytest.fixture
+def be(cache_dir, monkeypatch):
+    monkeypatch.setenv("NEONLIKE_CACHE_DIR", str(cache_dir))
+    monkeypatch.setattr(CPU_CACHE, "_dir", None)
+    monkeypatch.setattr(nervanacpu, "_FUSED", [fused_cpu])
+    monkeypatch.setattr(fused_cpu, "JIT_AFTER", 1, raising=False)  # compile on the first run
+    return gen_backend("cpu", rng_seed=0)
+
+
+def data(shape, lo=-3.0, hi=3.0, seed=0):
+    return np.random.default_rng(seed).uniform(lo, hi, shape)
+
+
+def reduced(shape, axis):
+    axes = range(len(shape)) if axis is None else (axis if isinstance(axis, tuple) else (axis,))
+    return tuple(1 if i in axes else d for i, d in enumerate(shape))
+
+
+# (neonlike, numpy float64) pairs; numpy's argmax/argmin take one axis or None
+RED = {
+    "sum": (lambda b, x, a: b.sum(x, axis=a), lambda x, a: np.sum(x, axis=a, keepdims=True)),
+    "max": (lambda b, x, a: b.max(x, axis=a), lambda x, a: np.max(x, axis=a, keepdims=True)),
+    "min": (lambda b, x, a: b.min(x, axis=a), lambda x, a: np.min(x, axis=a, keepdims=True)),
+    "mean": (lambda b, x, a: b.mean(x, axis=a), lambda x, a: np.mean(x, axis=a, keepdims=True)),
+    "var": (lambda b, x, a: b.var(x, axis=a), lambda x, a: np.var(x, axis=a, keepdims=True)),
+    "argmax": (lambda b, x, a: b.argmax(x, axis=a),
+               lambda x, a: np.argmax(x, axis=a, keepdims=True) if a is not None
+               else np.argmax(x).reshape((1,) * x.ndim)),
+    "argmin": (lambda b, x, a: b.argmin(x, axis=a),
+               lambda x, a: np.argmin(x, axis=a, keepdims=True) if a is not None
+               else np.argmin(x).reshape((1,) * x.ndim)),
+}
+
+
+def run(be, kind, host, axis, in_dtype=np.float32, out_dtype=np.float32):
+    x = be.array(host, dtype=in_dtype)
+    out = be.empty(reduced(host.shape, axis), dtype=out_dtype)
+    out[:] = RED[kind][0](be, x, axis)
+    with np.errstate(all="ignore"):
+        expected = RED[kind][1](x.get().astype(np.float64), axis)
+    return out.get(), expected
+
+
+def assert_close(got, expected, kind, n, dtype=np.float32):
+    if kind.startswith("arg"):
+        np.testing.assert_array_equal(got, expected)
+        return
+    eps = np.finfo(dtype).eps
+    # a sum of n terms of magnitude <= 3 in float32: well below a wrong-rule error
+    atol = 3 * eps * 3 * max(n, 1) ** 0.5 * 4
+    np.testing.assert_allclose(got, expected.astype(dtype), rtol=8 * eps, atol=atol, equal_nan=True)
+
+
+SHAPES_2D = [(1, 1), (1, 5), (5, 1), (3, 7), (300, 400), (3000, 40), (40, 3000), (7, 10007),
+             (257, 129)]
+
+
+@pytest.mark.parametrize("kind", sorted(RED))
+@pytest.mark.parametrize("shape", SHAPES_2D)
+@pytest.mark.parametrize("axis", [0, 1, None])
+def test_2d(be, kind, shape, axis):
+    host = data(shape, seed=sum(shape) + len(kind) * 7 + (3 if axis is None else axis))
+    got, expected = run(be, kind, host, axis)
+    n = int(np.prod(shape)) if axis is None else shape[axis]
+    assert_close(got, expected, kind, n)
+
+
+@pytest.mark.parametrize("kind", ["sum", "max", "min", "mean", "var"])
+@pytest.mark.parametrize("shape", [(3, 7), (300, 400)])
+def test_axis_tuple_01(be, kind, shape):
+    got, expected = run(be, kind, data(shape, seed=5), (0, 1))
+    assert_close(got, expected, kind, int(np.prod(shape)))
+
+
+@pytest.mark.parametrize("kind", sorted(RED))
+@pytest.mark.parametrize("shape", [(4, 5, 6), (20, 300, 17), (30, 7, 301)])
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_3d(be, kind, shape, axis):
+    got, expected = run(be, kind, data(shape, seed=axis), axis)
+    assert_close(got, expected, kind, shape[axis])
+
+
+@pytest.mark.parametrize("kind", ["sum", "max", "min", "mean", "var"])
+@pytest.mark.parametrize("axis", [(0, 2), (1, 3), (0, 1), (2, 3), (0, 1, 2), (1, 2, 3), (0, 3)])
+@pytest.mark.parametrize("shape", [(3, 4, 5, 6), (9, 11, 13, 31)])
+def test_4d_axis_tuples(be, kind, axis, shape):
+    got, expected = run(be, kind, data(shape, seed=len(axis)), axis)
+    assert_close(got, expected, kind, int(np.prod([shape[a] for a in axis])))
+
+
+def softmax(m, x, axis):
+    return m.exp(x - m.max(x, axis=axis)) / m.sum(m.exp(x - m.max(x, axis=axis)), axis=axis)
+
+
+def np_softmax(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("shape", [(1, 1), (1, 5), (5, 1), (30, 20), (300, 400), (7, 10007),
+                                   (3000, 40)])
+def test_softmax(be, axis, shape):
+    host = data(shape, -20, 20, seed=3)
+    x = be.array(host)
+    out = be.empty(shape)
+    out[:] = softmax(be, x, axis)
+    expected = np_softmax(x.get().astype(np.float64), axis)
+    np.testing.assert_allclose(out.get(), expected, rtol=2e-5, atol=1e-7)
+    np.testing.assert_allclose(out.get().sum(axis=axis), 1.0, rtol=1e-4)
+
+
+def test_neon_softmax_form(be):
+    """neon's Softmax transform: reciprocal(sum(exp(x - max))) * exp(x - max)."""
+    host = data((500, 300), -4, 4, seed=11)
+    x = be.array(host)
+    out = be.empty((500, 300))
+    out[:] = be.reciprocal(be.sum(be.exp(x - be.max(x, axis=0)), axis=0)) * be.exp(x - be.max(x, axis=0))
+    np.testing.assert_allclose(out.get(), np_softmax(x.get().astype(np.float64), 0), rtol=2e-5,
+                               atol=1e-8)
+
+
+@pytest.mark.parametrize("shape", [(6, 9), (300, 401)])
+@pytest.mark.parametrize("axis", [0, 1, None])
+@pytest.mark.parametrize("kind", sorted(RED))
+def test_nan_inf(be, shape, axis, kind):
+    host = data(shape, seed=2)
+    rng = np.random.default_rng(4)
+    flat = host.reshape(-1)
+    for v in (np.inf, -np.inf, np.nan):
+        flat[rng.integers(0, flat.size, max(1, flat.size // 50))] = v
+    host[0, :] = -np.inf             # a row / column of -inf only
+    host[:, -1] = np.inf
+    host[-1, 0] = np.nan
+    got, expected = run(be, kind, host, axis)
+    if kind in ("sum", "mean", "var"):
+        # with inf and nan in play, only the class of each result is meaningful
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+        np.testing.assert_array_equal(np.isposinf(got), np.isposinf(expected))
+        np.testing.assert_array_equal(np.isneginf(got), np.isneginf(expected))
+    else:
+        np.testing.assert_array_equal(got, expected.astype(np.float32))
+
+
+@pytest.mark.parametrize("axis", [0, 1, None])
+@pytest.mark.parametrize("kind", ["argmax", "argmin", "max", "min"])
+@pytest.mark.parametrize("shape", [(5, 8), (200, 301), (3, 1000)])
+def test_ties_take_the_first_index(be, axis, kind, shape):
+    host = np.rint(data(shape, -2, 2, seed=6))      # few distinct values: many ties
+    got, expected = run(be, kind, host, axis)
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("axis", [0, 1, None])
+@pytest.mark.parametrize("kind", ["argmax", "argmin"])
+def test_arg_first_nan_and_all_inf(be, axis, kind):
+    host = data((70, 90), seed=8)
+    host[3, 5] = host[3, 70] = host[40, 5] = host[50, 50] = np.nan
+    host[10, :] = -np.inf if kind == "argmax" else np.inf
+    host[:, 20] = -np.inf if kind == "argmax" else np.inf
+    host[60, :] = np.inf if kind == "argmax" else -np.inf
+    got, expected = run(be, kind, host, axis)
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("kind", sorted(RED))
+@pytest.mark.parametrize("axis", [0, 1])
+def test_float64(be, kind, axis):
+    host = data((300, 200), seed=12) + 1e4       # catastrophic cancellation for var in float32
+    got, expected = run(be, kind, host, axis, in_dtype=np.float64, out_dtype=np.float64)
+    if kind.startswith("arg"):
+        np.testing.assert_array_equal(got, expected)
+    else:
+        np.testing.assert_allclose(got, expected, rtol=1e-11, atol=1e-9)
+
+
+@pytest.mark.parametrize("kind", ["sum", "argmax", "max"])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_int_output(be, kind, axis):
+    host = np.rint(data((300, 150), -4, 4, seed=13))
+    got, expected = run(be, kind, host, axis, out_dtype=np.int32)
+    np.testing.assert_array_equal(got, expected.astype(np.int32))
+    got, expected = run(be, "sum", host * 10, axis, out_dtype=np.int8)   # saturates
+    np.testing.assert_array_equal(got, np.clip(expected, -128, 127).astype(np.int8))
+
+
+@pytest.mark.parametrize("kind", sorted(RED))
+@pytest.mark.parametrize("axis", [0, 1])
+def test_transposed_input(be, kind, axis):
+    host = data((400, 300), seed=14).astype(np.float32)
+    xt = be.array(host).T                           # (300, 400), non-contiguous
+    out = be.empty(reduced((300, 400), axis))
+    out[:] = RED[kind][0](be, xt, axis)
+    expected = RED[kind][1](host.T.astype(np.float64), axis)
+    assert_close(out.get(), expected, kind, (300, 400)[axis])
+
+
+def test_broadcast_operands(be):
+    """Operands with size-1 axes inside the reduced expression."""
+    a, r, c = data((300, 400), seed=15), data((1, 400), seed=16), data((300, 1), seed=17)
+    x, y, z = be.array(a), be.array(r), be.array(c)
+    for axis in (0, 1):
+        out = be.empty(reduced((300, 400), axis))
+        out[:] = be.sum(x * y + z, axis=axis) + be.max(y - z, axis=axis)
+        h = [t.get().astype(np.float64) for t in (x, y, z)]
+        expected = (np.sum(h[0] * h[1] + h[2], axis=axis, keepdims=True)
+                    + np.max(h[1] - h[2], axis=axis, keepdims=True))
+        np.testing.assert_allclose(out.get(), expected, rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.parametrize("shape", [(6, 5), (300, 400)])
+def test_output_aliases_input(be, shape):
+    host = data(shape, seed=7)
+    t = be.array(host)
+    t[:] = t * 2 + be.sum(t, axis=1)
+    h = host.astype(np.float32).astype(np.float64)
+    np.testing.assert_allclose(t.get(), h * 2 + h.sum(axis=1, keepdims=True), rtol=1e-5,
+                               atol=1e-4)
+    u = be.array(host)
+    u[:] = u - be.mean(u, axis=0)
+    np.testing.assert_allclose(u.get(), h - h.mean(axis=0, keepdims=True), rtol=1e-5, atol=1e-5)
+
+
+def test_full_output_of_a_reduction_over_the_middle_axis(be):
+    """An epilogue over the whole domain with a reduction over the middle axis of 3-D."""
+    host = data((13, 300, 17), seed=18)
+    x = be.array(host)
+    out = be.empty((13, 300, 17))
+    out[:] = x - be.mean(x, axis=1)
+    h = x.get().astype(np.float64)
+    np.testing.assert_allclose(out.get(), h - h.mean(axis=1, keepdims=True), rtol=1e-5, atol=1e-5)
+
+
+def test_softmax_kernel_structure(be):
+    """One tiled kernel: the duplicated max(x, 0) is one pass, and the lane loops read row slices."""
+    x = be.array(data((30, 20)))
+    out = be.empty((30, 20))
+    tree = be.exp(x - be.max(x, axis=0)) / be.sum(be.exp(x - be.max(x, axis=0)), axis=0)
+    out[:] = tree
+    program = CPU_CACHE.get(P.walk(out, tree)[0])
+    src = next(iter(program.kernels.values())).source
+    body = src.split("def kernel_parallel")[1]
+    assert body.count("# pass:") == 2
+    assert "prange" in body and "b0[j0, c:c + w]" in body
+    compile(src, "<kernel>", "exec")
