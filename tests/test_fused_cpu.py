@@ -1,6 +1,6 @@
 """The fused CPU engine (kernel plan + Numba renderer + structural cache) against the reference
-interpreter and numpy float64. The engine is opt-in (NEONLIKE_FUSE=1) until it meets its targets;
-these tests switch it on for themselves."""
+interpreter and numpy float64. These tests switch the engine on for themselves, with every tree
+compiled on its first run (the library interprets a tree's first run and compiles when it recurs)."""
 from __future__ import annotations
 
 import os
@@ -14,6 +14,7 @@ import pytest
 pytest.importorskip("numba")
 
 from neonlike import plan as P  # noqa: E402
+from neonlike.ops import OP_INFO, Kind  # noqa: E402
 from neonlike.backends import gen_backend, nervanacpu  # noqa: E402
 from neonlike.backends import fused_cpu  # noqa: E402
 from neonlike.backends.cache import CPU_CACHE  # noqa: E402
@@ -29,6 +30,7 @@ def be(cache_dir, monkeypatch):
     monkeypatch.setenv("NEONLIKE_CACHE_DIR", str(cache_dir))
     monkeypatch.setattr(CPU_CACHE, "_dir", None)
     monkeypatch.setattr(nervanacpu, "_FUSED", [fused_cpu])
+    monkeypatch.setattr(fused_cpu, "JIT_AFTER", 1)
     return gen_backend("cpu", rng_seed=0)
 
 
@@ -284,7 +286,7 @@ def test_disk_cache_survives_processes_and_corruption(tmp_path):
                            - np.arange(12.0).reshape(3, 4), rtol=1e-6)
         print(CPU_CACHE.stats['compiles'], CPU_CACHE.stats['disk_loads'])
     """)
-    env = dict(os.environ, NEONLIKE_FUSE="1", NEONLIKE_CACHE_DIR=str(tmp_path))
+    env = dict(os.environ, NEONLIKE_FUSE="1", NEONLIKE_JIT_AFTER="1", NEONLIKE_CACHE_DIR=str(tmp_path))
 
     def run():
         r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
@@ -394,3 +396,32 @@ def test_reduction_of_a_constant(be):
     one = be.empty((1, 1))
     one[:] = be.sum(0.25, axis=1)
     assert one.get()[0, 0] == 0.25
+
+
+# ---------------------------------------------------------------- every renderable op, fused
+
+EDGE = np.array([0.0, -0.0, 1e-30, -1e-40, 0.5, -0.75, 1.0, -1.0, 2.5, -3.0, 20.0, -30.0, 88.0,
+                 -100.0, 1e30, -3e38, np.inf, -np.inf, np.nan, 0.999, 7.0, -7.0, 1e-3, 40.0])
+ELEMENTWISE = sorted(op for op in fused_cpu.render_numba.RENDERABLE
+                     if OP_INFO[op].kind is Kind.ELEMENTWISE)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("op", ELEMENTWISE, ids=str)
+def test_every_elementwise_op_equals_the_reference(be, op, dtype):
+    """Each op the renderer knows, fused, on edge inputs (0, -0, tiny, huge, inf, nan), against
+    the reference interpreter (itself checked against numpy float64 in test_ops)."""
+    x = be.array(EDGE.reshape(4, 6), dtype=dtype)
+    y = be.array(np.roll(EDGE, 5).reshape(4, 6), dtype=dtype)
+    tree = P.OpTreeNode.build(op, x, y if OP_INFO[op].arity == 2 else None)
+    fused, ref = be.empty((4, 6), dtype=dtype), be.empty((4, 6), dtype=dtype)
+    with np.errstate(all="ignore"):
+        fused[:] = tree
+        ref._store(fused_cpu.reference.evaluate(tree, np.dtype(dtype)))
+    assert CPU_CACHE.get(P.walk(fused, tree)[0]) is not None, "the tree did not run fused"
+    tol = 4e-7 if dtype == np.float32 else 1e-15
+    # atol: the smallest normal number; below it the vector math keeps subnormal results
+    # (sig(-100) = 3.7e-44) where numpy's float32 formula rounds to 0
+    np.testing.assert_allclose(fused.get(), ref.get(), rtol=tol, atol=np.finfo(dtype).tiny,
+                               equal_nan=True,
+                               err_msg=f"{op} on {EDGE.reshape(4, 6)} and {np.roll(EDGE, 5).reshape(4, 6)}")

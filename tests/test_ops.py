@@ -16,6 +16,10 @@ import pytest
 
 from neonlike.ops import OP_INFO, Kind
 
+# the numpy reference interpreter: these tests pin each op's semantics on thousands of one-off
+# trees; test_fused_cpu.py runs every op fused against it (see conftest.cpu_engine)
+CPU_ENGINE = "reference"
+
 # ---------------------------------------------------------------- inputs
 
 EDGE = np.array([0.0, -0.0, 1e-30, 1e-40, -1e-30, 1e30, 3e38, -3e38, np.inf, -np.inf, np.nan,

@@ -55,6 +55,10 @@ from hypothesis import strategies as st
 from neonlike.backends import gen_backend
 from neonlike.optree import OpTreeNode
 
+# the numpy reference interpreter: these tests pin each op's semantics on thousands of one-off
+# trees; test_fused_cpu.py runs every op fused against it (see conftest.cpu_engine)
+CPU_ENGINE = "reference"
+
 DTYPES = tuple(np.dtype(n) for n in ("float16", "float32", "float64", "int8", "int16", "int32",
                                       "uint8", "uint16", "uint32"))
 WIDE = {np.dtype("float64"), np.dtype("int32"), np.dtype("uint32")}

@@ -154,6 +154,26 @@ class Program:
             out._store(bufs[plan.n_inputs])
 
 
+# Tiered execution: a tree structure is interpreted (numpy, no compile) the first JIT_AFTER - 1
+# times it runs and compiled when it recurs, so one-off trees never wait for a compile.
+# NEONLIKE_JIT_AFTER=1 compiles every tree on its first run.
+JIT_AFTER = max(1, int(os.environ.get("NEONLIKE_JIT_AFTER", "2") or 2))
+_SEEN: dict = {}
+
+
+def _interpret_first(key: tuple) -> bool:
+    if JIT_AFTER <= 1:
+        return False
+    n = _SEEN.get(key, 0) + 1
+    if n >= JIT_AFTER:
+        _SEEN.pop(key, None)
+        return False
+    if len(_SEEN) > 8192:
+        _SEEN.clear()
+    _SEEN[key] = n
+    return True
+
+
 def _host_info(t: Any) -> tuple:
     """(host array, id of the object owning its memory, its 1-D view or None where it is not
     C-contiguous), memoised on the tensor: a CPU tensor's array never changes."""
@@ -217,6 +237,9 @@ def execute(out: Any, value: Any) -> None:
     if DEBUG:
         print(f"neonlike: {out.name or 'out'}[:] = {value.pp()}"
               + (" (cache hit)" if program is not None and DEBUG >= 2 else ""))
+    if program is None and _interpret_first(walk_key):
+        out._store(reference.evaluate(value, reference.tree_dtype(out, value)))
+        return
     if program is None:
         program = Program(walk_key, out, value, tensors, nodes)
         CPU_CACHE.put(walk_key, program)

@@ -1,4 +1,4 @@
-"""The 'cpu' backend: numpy memory; trees run through the reference interpreter for now."""
+"""The 'cpu' backend: numpy memory; trees run as fused Numba kernels (backends/fused_cpu.py)."""
 from __future__ import annotations
 
 from typing import Any
@@ -88,12 +88,12 @@ _FUSED: list = []
 
 
 def _fused() -> Any:
-    """The fused engine, or None: it is opt-in (NEONLIKE_FUSE=1) until its compile times and
-    kernels meet their targets; without numba the reference interpreter runs (one warning)."""
+    """The fused engine (numba), or None: NEONLIKE_FUSE=0 selects the reference interpreter, and
+    without numba the reference interpreter runs (with one warning)."""
     if not _FUSED:
         import importlib.util
         import os
-        if os.environ.get("NEONLIKE_FUSE", "0") != "1":
+        if os.environ.get("NEONLIKE_FUSE", "1") == "0":
             _FUSED.append(None)
         elif importlib.util.find_spec("numba") is None:
             import warnings
