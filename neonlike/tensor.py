@@ -13,7 +13,7 @@ import numpy as np
 
 from . import shapes as S
 from .ops import Op
-from .optree import OpDict, OpTreeNode, Operators, Tensor_, _dict_update, _new_opdict, build
+from .optree import OpTreeNode, Operators, Tensor_, build
 
 
 def normalize_index(shape: tuple, key: Any) -> tuple:
@@ -115,9 +115,7 @@ class Tensor(Operators, Tensor_):
     def _assign(self, value: Any) -> Tensor:
         if type(value) is OpTreeNode and value[0]["shape"] == self.shape:
             # the common `out[:] = tree` of the tree's own shape: nothing to check, run it
-            d = _new_opdict(OpDict)
-            _dict_update(d, op=Op.ASSIGN, shape=self.shape)
-            return self.backend.execute(tuple.__new__(OpTreeNode, (d, self, value)))
+            return self.backend.execute_assign(self, value)
         if isinstance(value, Operators):
             return build(Op.ASSIGN, self, value)
         if isinstance(value, np.ndarray) and value.ndim > 0:

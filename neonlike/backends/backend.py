@@ -15,7 +15,8 @@ import numpy as np
 from .. import shapes as S
 from ..dtypes import SUPPORTED, as_dtype, cast_for_store
 from ..ops import OP_INFO, Kind, Op
-from ..optree import OpTreeNode, Operators, _build_elementwise, build, shape_of
+from ..optree import (OpDict, OpTreeNode, Operators, _build_elementwise, _dict_update, _new_opdict,
+                      build, shape_of)
 from ..tensor import Tensor
 
 __all__ = ["Backend", "Tensor", "OpTreeNode"]
@@ -56,6 +57,13 @@ class Backend:
     def execute(self, optree: OpTreeNode) -> Tensor:
         """Run an `assign(out, value)` tree; a failure must leave `out` untouched."""
         raise NotImplementedError(f"{type(self).__name__} must implement execute")
+
+    def execute_assign(self, out: Tensor, value: OpTreeNode) -> Tensor:
+        """`out[:] = value` for a tree already checked to have out's shape: by default the
+        `assign` node handed to `execute`; a backend may run it without making the node."""
+        d = _new_opdict(OpDict)
+        _dict_update(d, op=Op.ASSIGN, shape=out.shape)
+        return self.execute(tuple.__new__(OpTreeNode, (d, out, value)))
 
     def cleanup_backend(self) -> None:
         """Release device resources (nothing to release on the host)."""

@@ -188,17 +188,18 @@ def _host_info(t: Any) -> tuple:
         return info
 
 
-_CONSTS: dict = {}
+_CONSTS: dict = {np.float32: {}, np.float64: {}}
 
 
 def _constant(ctype: Any, v: float) -> Any:
-    """v as a numpy scalar of the compute type (numba then types it float32 or float64)."""
-    key = (ctype, v)
-    c = _CONSTS.get(key)
+    """v as a numpy scalar of the compute type (numba then types it float32 or float64); the
+    scalars of recent values are kept (a numpy scalar costs more to make than to look up)."""
+    known = _CONSTS[ctype]
+    c = known.get(v)
     if c is None:
-        if len(_CONSTS) > 1024:
-            _CONSTS.clear()
-        c = _CONSTS[key] = ctype(v)
+        if len(known) > 1024:
+            known.clear()
+        c = known[v] = ctype(v)
     return c
 
 
@@ -225,10 +226,8 @@ def execute(out: Any, value: Any) -> None:
             pattern.append(slot)
         key = (sid, tuple(pattern), slots.get(id(out), -1), tensor_token(out))
         program = CPU_CACHE.get(key)
-        if program is not None and program.fast is not None:
-            if program.fast(out, tensors, d.consts):
-                return
-            program.run(out, tensors, d.consts, P.walk(out, value)[3])
+        if program is not None and program.fast is not None and \
+                program.fast(out, tensors, d.consts):
             return
     else:
         key = None

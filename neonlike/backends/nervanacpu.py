@@ -83,6 +83,15 @@ class NervanaCPU(Backend):
             out._store(reference.evaluate(value, reference.tree_dtype(out, value)))
         return out
 
+    def execute_assign(self, out: CPUTensor, value: OpTreeNode) -> CPUTensor:
+        """`out[:] = value` straight to the engine, without an `assign` node."""
+        engine = _FUSED[0] if _FUSED else _fused()
+        if engine is not None:
+            engine.execute(out, value)
+        else:
+            out._store(reference.evaluate(value, reference.tree_dtype(out, value)))
+        return out
+
 
 _FUSED: list = []
 
