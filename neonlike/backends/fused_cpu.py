@@ -1,5 +1,13 @@
 """Fused CPU execution: plan a tree once per signature, render its FUSED stages for Numba, launch.
 
+    execute(out, tree)
+      -> key: the tree's interned structure id (optree._intern, made while the tree was built)
+              + which leaves are the same tensor + the output's token; no walk
+      -> CPU_CACHE hit: Program.fast (one-stage plans: buffers, constants, one numba call)
+                        or Program.run (any plan: GEMM, HOST and FUSED stages, temps)
+      -> miss: plan.walk gives the full signature; a structure's first JIT_AFTER - 1 runs are
+               interpreted (reference.evaluate), then it is planned, rendered, compiled and cached
+
 Imported only by NervanaCPU.execute, and only where numba is installed.
 """
 from __future__ import annotations
