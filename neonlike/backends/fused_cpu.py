@@ -13,6 +13,7 @@ Imported only by NervanaCPU.execute, and only where numba is installed.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import time
 from typing import Any
@@ -21,10 +22,9 @@ import numpy as np
 
 from .. import plan as P
 from ..dtypes import compute_dtype
-from ..ops import Op
-from ..optree import shape_of
+from ..ops import Kind, Op
+from ..optree import OpTreeNode, Operators, _broadcast2, shape_of, tensor_token
 from . import gemm, reference, render_numba
-from ..optree import tensor_token
 from .cache import CPU_CACHE, timed_first_call
 
 # Elements from which a stage runs on every core (below, a parallel launch costs more than it
@@ -77,24 +77,30 @@ class Program:
                                                         f"{tag}/{i}")
                 self.kernels[i] = Kernel(src, CPU_CACHE.module(src), bufs, consts)
         CPU_CACHE.stats["compile_seconds"] += time.perf_counter() - t0
-        self.fast = self._fast_runner(out, tensors)
+        self.fast = self._fast_runner(out, tensors, nodes)
         if DEBUG >= 3:
             for k in self.kernels.values():
                 print(k.source)
 
-    def _fast_runner(self, out: Any, tensors: list) -> Any:
-        """A runner for the common plan, one FUSED stage without temps or reductions, that needs
-        no node list; it returns False (and does nothing) where the general `run` must go."""
+    def _fast_runner(self, out: Any, tensors: list, nodes: list) -> Any:
+        """A runner for the common plan, one FUSED stage without temps (with or without
+        reductions), that needs no node list; it returns False (and does nothing) where the
+        general `run` must go."""
         plan = self.plan
-        if len(plan.stages) != 1 or plan.temps or plan.stages[0].domain >= 0 or any(
-                t.dtype == F16 for t in tensors + [out]):
+        if len(plan.stages) != 1 or plan.temps or any(t.dtype == F16 for t in tensors + [out]):
             return None
-        k = self.kernels[0]
+        k, stage = self.kernels[0], plan.stages[0]
         if k.bufs != tuple(range(len(tensors))) or k.consts != tuple(range(len(k.consts))):
             return None
+        dom_slots = None
+        if stage.domain >= 0:  # the reductions' domain: the broadcast of their operand's tensors
+            dom_slots = _domain_slots(nodes[stage.domain][1], tensors)
+            if dom_slots is None or _broadcast_all(
+                    [tensors[i].shape for i in dom_slots]) != shape_of(nodes[stage.domain][1]):
+                return None
         n_consts, ctype = len(k.consts), self.dtype.type
-        flat = k.flat
-        serial, parallel = k.serial, k.parallel
+        flat = k.flat and dom_slots is None
+        nd_fns = [k.serial, k.parallel]
         flat_fns = [k.flat_serial, k.flat_parallel] if flat else None
         threshold = self.parallel_min
 
@@ -120,9 +126,20 @@ class Program:
                 if fn is not k.flat_serial and fn is not k.flat_parallel:
                     return True
                 flat_fns[par] = fn.dispatcher        # compiled: call numba directly from now on
+                return True
+            if dom_slots is None:
+                dom, size = target.shape, target.size
             else:
-                fn = parallel if target.size >= threshold else serial
-                fn(target, target.shape, *arrays, *c)
+                dom = _broadcast_all([tensors[i].shape for i in dom_slots])
+                size = math.prod(dom)
+                if size == 0:
+                    return False
+                size = max(size, target.size)
+            par = size >= threshold
+            fn = nd_fns[par]
+            fn(target, dom, *arrays, *c)
+            if fn is k.serial or fn is k.parallel:
+                nd_fns[par] = fn.dispatcher          # compiled: call numba directly from now on
             return True
         return fast
 
@@ -209,6 +226,28 @@ def _constant(ctype: Any, v: float) -> Any:
             known.clear()
         c = known[v] = ctype(v)
     return c
+
+
+def _domain_slots(x: Any, tensors: list) -> tuple | None:
+    """Slots of the tensors under an elementwise subtree, or None where it holds anything else."""
+    ids = {id(t): i for i, t in enumerate(tensors)}
+    slots, stack = set(), [x]
+    while stack:
+        y = stack.pop()
+        if isinstance(y, OpTreeNode):
+            if y.kind is not Kind.ELEMENTWISE:
+                return None
+            stack.extend(c for c in (y[1], y[2]) if c is not None)
+        elif isinstance(y, Operators):
+            slots.add(ids[id(y)])
+    return tuple(sorted(slots)) or None
+
+
+def _broadcast_all(shapes: list) -> tuple:
+    shape = shapes[0]
+    for s in shapes[1:]:
+        shape = shape if s == shape else _broadcast2(shape, s, "reduce")
+    return shape
 
 
 def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
