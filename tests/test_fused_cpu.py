@@ -425,3 +425,22 @@ def test_every_elementwise_op_equals_the_reference(be, op, dtype):
     np.testing.assert_allclose(fused.get(), ref.get(), rtol=tol, atol=np.finfo(dtype).tiny,
                                equal_nan=True,
                                err_msg=f"{op} on {EDGE.reshape(4, 6)} and {np.roll(EDGE, 5).reshape(4, 6)}")
+
+
+@pytest.mark.parametrize("shape", [(8, 16), (9, 17), (1024, 3), (300, 400), (0, 5), (5, 0)])
+def test_repeated_reductions_take_the_fast_path(be, shape):
+    """A statement run again goes through the per-program runner, which works out the reductions'
+    domain from its tensors' shapes: right for every size, broadcasting and empty domains."""
+    x = be.array(data(shape, seed=11))
+    w = be.array(data((1, shape[1]), seed=12))
+    o0, o1 = be.empty((1, shape[1])), be.empty((shape[0], 1))
+    h, hw = x.get().astype(np.float64), w.get().astype(np.float64)
+    for _ in range(3):  # compile, then the fast path twice
+        o0[:] = be.sum(x * w, axis=0)
+        o1[:] = be.max(x * w - 1, axis=1) if shape[1] else be.sum(x * w - 1, axis=1)
+        # float32 sums: the error scales with the sum of the magnitudes
+        atol = 1e-6 * max(np.abs(h * hw).sum(axis=0).max(initial=1), np.abs(h * hw - 1).sum(axis=1).max(initial=1))
+        np.testing.assert_allclose(o0.get(), (h * hw).sum(axis=0, keepdims=True), rtol=1e-5, atol=atol)
+        expected = ((h * hw - 1).max(axis=1, keepdims=True) if shape[1]
+                    else (h * hw - 1).sum(axis=1, keepdims=True))
+        np.testing.assert_allclose(o1.get(), expected, rtol=1e-5, atol=atol)
