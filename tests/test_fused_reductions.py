@@ -263,3 +263,95 @@ def test_softmax_kernel_structure(be):
     assert body.count("# pass:") == 2
     assert "prange" in body and "b0[j0, c:c + w]" in body
     compile(src, "<kernel>", "exec")
+
+
+# ------------------------------------------------ row-split parallel path (one reduction of leading
+# axes with the innermost axis kept and too few full-width column tiles)
+def _kernel(be, out, tree):
+    program = CPU_CACHE.get(P.walk(out, tree)[0])
+    return next(iter(program.kernels.values()))
+
+
+ROW_SPLIT = {k: RED[k] for k in ("sum", "max", "min", "mean")}
+
+
+@pytest.mark.parametrize("kind", sorted(ROW_SPLIT))
+@pytest.mark.parametrize("shape", [(1000, 1000), (10007, 37), (4099, 1500), (3, 5000),
+                                   (5, 3), (2, 2048)])
+def test_row_split_axis0(be, kind, shape):
+    """Through the engine (the parallel variant where the size allows) and, for every shape, the
+    parallel kernel called directly, against numpy float64."""
+    host = data(shape, seed=21)
+    got, expected = run(be, kind, host, 0)
+    assert_close(got, expected, kind, shape[0])
+    x = be.array(host)
+    out = be.empty(reduced(shape, 0))
+    k = _kernel(be, out, RED[kind][0](be, x, 0))
+    assert "part = np.empty((ntiles * RSPLIT, BLOCK)" in k.source.split("def kernel_parallel")[1]
+    direct = np.full(out.shape, np.nan, np.float32)
+    consts = [np.float32(1.0 / shape[0])] if kind == "mean" else []
+    k.parallel(direct, shape, x.get(), *consts)
+    assert_close(direct, expected, kind, shape[0])
+
+
+@pytest.mark.parametrize("kind", sorted(ROW_SPLIT))
+@pytest.mark.parametrize("axis", [0, (0, 1)])
+@pytest.mark.parametrize("shape", [(7, 300, 700), (40, 50, 1100), (3, 2, 4000)])
+def test_row_split_3d(be, kind, axis, shape):
+    host = data(shape, seed=22)
+    got, expected = run(be, kind, host, axis)
+    n = int(np.prod([shape[a] for a in np.atleast_1d(axis)]))
+    assert_close(got, expected, kind, n)
+
+
+@pytest.mark.parametrize("kind", ["max", "min"])
+@pytest.mark.parametrize("shape", [(1000, 1000), (4099, 1500)])
+def test_row_split_nan_inf(be, kind, shape):
+    """nan anywhere in a column (any chunk of rows, first or last row) gives nan; +-inf kept."""
+    host = data(shape, seed=23)
+    host[0, 3] = host[-1, 4] = host[shape[0] // 2, 5] = host[shape[0] // 4 + 1, 6] = np.nan
+    host[:, 7] = np.nan
+    host[shape[0] - 2, 8] = np.inf
+    host[1, 9] = -np.inf
+    host[:, 10] = -np.inf
+    host[:, 11] = np.inf
+    host[7, 11] = np.nan
+    got, expected = run(be, kind, host, 0)
+    assert np.isnan(got[0, 3:8]).all()
+    np.testing.assert_array_equal(got, expected.astype(np.float32))
+
+
+@pytest.mark.parametrize("kind", sorted(ROW_SPLIT))
+def test_row_split_float64(be, kind):
+    host = data((2000, 900), seed=24) + 1e4
+    got, expected = run(be, kind, host, 0, in_dtype=np.float64, out_dtype=np.float64)
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-9)
+
+
+@pytest.mark.parametrize("kind", ["sum", "max", "min"])
+def test_row_split_int_output(be, kind):
+    host = np.rint(data((3000, 700), -4, 4, seed=25))
+    got, expected = run(be, kind, host, 0, out_dtype=np.int32)
+    np.testing.assert_array_equal(got, expected.astype(np.int32))
+    got, expected = run(be, "sum", host * 10, 0, out_dtype=np.int8)   # saturates
+    np.testing.assert_array_equal(got, np.clip(expected, -128, 127).astype(np.int8))
+
+
+def test_row_split_independent_of_thread_count(be):
+    import numba
+    host = data((3001, 1000), seed=26).astype(np.float32)
+    x = be.array(host)
+    out = be.empty((1, 1000))
+    k = _kernel(be, out, be.sum(x, axis=0))
+    results = []
+    before = numba.get_num_threads()
+    try:
+        for threads in sorted({1, numba.config.NUMBA_NUM_THREADS}):
+            numba.set_num_threads(threads)
+            res = np.empty((1, 1000), np.float32)
+            k.parallel(res, host.shape, host)
+            results.append(res)
+    finally:
+        numba.set_num_threads(before)
+    for res in results[1:]:
+        np.testing.assert_array_equal(res, results[0])

@@ -26,7 +26,7 @@ import numpy as np
 from ..ops import Op
 from ..plan import Stage
 
-RENDERER_VERSION = 4
+RENDERER_VERSION = 5
 
 _U = {  # unary ops: a format of the operand's variable name
     Op.NEG: "(-{0})", Op.ABS: "abs({0})", Op.SGN: "np.sign({0})", Op.SQRT: "np.sqrt({0})",
@@ -78,7 +78,7 @@ F = np.{ftype}
 ZERO, ONE, INF = F(0.0), F(1.0), F(np.inf)
 LN2 = F(math.log(2.0))
 SAFELOG_MIN = F(math.exp(-50.0))
-LANES, BLOCK, BLOCK_MULTI, CHUNKS, MIN_TILES = {lanes}, {block}, {block_multi}, {chunks}, 4
+LANES, BLOCK, BLOCK_MULTI, CHUNKS, MIN_TILES, RSPLIT = {lanes}, {block}, {block_multi}, {chunks}, 4, 4
 
 
 @njit(forceinline=True)
@@ -369,10 +369,18 @@ def _reductions(src: _Lines, program: tuple, R: tuple, n: int, meta: dict, args:
             src.add(f"for j{k} in range({extents}[{k}]):")
             src.depth += 1
 
+    # one reduction (not argmax/argmin) of leading axes with an epilogue that reads no buffer (sum,
+    # max, min, mean over axis 0): where the kept axes give too few full-width tiles, the parallel
+    # variant splits the reduced rows instead of narrowing the column blocks (see _row_split)
+    row_split = (not lanes_mode and len(red) == 1 and Op(program[red[0]].op) not in _ARG
+                 and not reread)
+
     for variant, parallel in (("serial", False), ("parallel", True)):
         src.add(f'\n\n@njit(parallel={parallel}, cache=True, error_model="numpy")')
         src.add(f"def kernel_{variant}({args}):")
         src.depth = 1
+        if parallel and row_split:
+            _row_split(src, program, red[0], R, inner, outer_kept, emit_body)
         tiles = " * ".join([f"dom[{k}]" for k in outer_kept] + ([] if lanes_mode else ["nblk"]))
         if not lanes_mode:
             src.add(f"blk = {block}")
@@ -449,3 +457,75 @@ def _reductions(src: _Lines, program: tuple, R: tuple, n: int, meta: dict, args:
             emit_body(order, True, "c")
             src.add(f"ro[u] = STORE(v{top})")
         src.depth = 0
+
+
+def _row_split(src: _Lines, program: tuple, r: int, R: tuple, inner: int, outer_kept: list,
+               emit_body) -> None:
+    """The parallel variant's branch for one reduction of leading axes when the kept axes make
+    fewer than MIN_TILES tiles of BLOCK columns: each tile's reduced rows are cut into RSPLIT fixed
+    chunks (not the thread count: results do not depend on it), chunk p accumulating full-width
+    rows into row p of `part` under prange; then, serially, each tile adds its RSPLIT partial rows
+    in chunk order and runs its epilogue (which reads no buffer: only the kept-shape output)."""
+    op = Op(program[r].op)
+    outer = " * ".join(f"dom[{k}]" for k in outer_kept) or "1"
+    nrows = " * ".join(f"dom[{k}]" for k in R)
+    src.add(f"nblk = (dom[{inner}] + BLOCK - 1) // BLOCK")
+    src.add(f"nrows = {nrows}")
+    src.add(f"if {outer} * nblk < MIN_TILES and nrows >= RSPLIT:")
+    src.depth += 1
+    src.add("blk = BLOCK")
+    src.add(f"ntiles = {outer} * nblk")
+    src.add("part = np.empty((ntiles * RSPLIT, BLOCK), dtype=F)")
+
+    def tile(t: str) -> None:
+        src.add(f"rest = {t}")
+        src.add("c = rest % nblk * blk")
+        src.add(f"w = min(blk, dom[{inner}] - c)")
+        src.add("rest //= nblk")
+        for k in reversed(outer_kept):
+            src.add(f"j{k} = rest % dom[{k}]")
+            src.add(f"rest //= dom[{k}]")
+
+    src.add("for p in prange(ntiles * RSPLIT):")
+    src.depth += 1
+    src.add("ch = p % RSPLIT")
+    tile("p // RSPLIT")
+    src.add(f"a{r} = part[p]")
+    src.add("for u in range(w):")
+    src.add(f"    a{r}[u] = {_INIT[op]}")
+    depth = src.depth
+    lo, hi = "ch * nrows // RSPLIT", "(ch + 1) * nrows // RSPLIT"
+    if len(R) == 1:
+        src.add(f"for j{R[0]} in range({lo}, {hi}):")
+        src.depth += 1
+    else:
+        src.add(f"for row in range({lo}, {hi}):")
+        src.depth += 1
+        src.add("rest = row")
+        for k in reversed(R):
+            src.add(f"j{k} = rest % dom[{k}]")
+            src.add(f"rest //= dom[{k}]")
+    emit_body(_closure(program, program[r].args[0]), True, "c")
+    src.add(_LANE[op].format(a=f"a{r}[u]", v=f"v{program[r].args[0]}"))
+    src.depth = depth - 1
+    # combine in chunk order, then the epilogue
+    src.add("for t in range(ntiles):")
+    src.depth += 1
+    tile("t")
+    src.add(f"a{r} = part[t * RSPLIT]")
+    src.add("for ch in range(1, RSPLIT):")
+    src.add("    pr = part[t * RSPLIT + ch]")
+    src.add("    for u in range(w):")
+    src.add("        " + _LANE[op].format(a=f"a{r}[u]", v="pr[u]"))
+    src.add("# epilogue")
+    depth = src.depth
+    for k in R:
+        src.add(f"j{k} = 0")
+    lead = ", ".join(f"j{k}" for k in range(inner))
+    src.add(f"ro = out[{lead + ', ' if lead else ''}c:c + w]")
+    top = len(program) - 1
+    emit_body(_closure(program, top), True, "c")
+    src.add(f"ro[u] = STORE(v{top})")
+    src.depth = depth - 1
+    src.add("return")
+    src.depth = depth - 2
