@@ -381,6 +381,7 @@ def _reductions(src: _Lines, program: tuple, R: tuple, n: int, meta: dict, args:
         src.depth = 1
         if parallel and row_split:
             _row_split(src, program, red[0], R, inner, outer_kept, emit_body)
+            continue
         tiles = " * ".join([f"dom[{k}]" for k in outer_kept] + ([] if lanes_mode else ["nblk"]))
         if not lanes_mode:
             src.add(f"blk = {block}")
@@ -461,21 +462,27 @@ def _reductions(src: _Lines, program: tuple, R: tuple, n: int, meta: dict, args:
 
 def _row_split(src: _Lines, program: tuple, r: int, R: tuple, inner: int, outer_kept: list,
                emit_body) -> None:
-    """The parallel variant's branch for one reduction of leading axes when the kept axes make
-    fewer than MIN_TILES tiles of BLOCK columns: each tile's reduced rows are cut into RSPLIT fixed
-    chunks (not the thread count: results do not depend on it), chunk p accumulating full-width
-    rows into row p of `part` under prange; then, serially, each tile adds its RSPLIT partial rows
-    in chunk order and runs its epilogue (which reads no buffer: only the kept-shape output)."""
+    """The whole parallel variant for one reduction of leading axes whose epilogue reads no buffer.
+
+    Tiles are a point of the outer kept axes and a block of BLOCK columns. Where there are fewer
+    than MIN_TILES of them, each tile's reduced rows are cut into RSPLIT fixed parts (not the thread
+    count: results do not depend on it), part p accumulating full-width rows into row p of `part`,
+    and afterwards, serially, each tile adds its RSPLIT partial rows in part order and runs its
+    epilogue; otherwise (nsplit = 1) a tile accumulates into its chunk's row and runs its epilogue
+    at once. One prange region either way (a second one doubles the compile time)."""
     op = Op(program[r].op)
     outer = " * ".join(f"dom[{k}]" for k in outer_kept) or "1"
     nrows = " * ".join(f"dom[{k}]" for k in R)
-    src.add(f"nblk = (dom[{inner}] + BLOCK - 1) // BLOCK")
-    src.add(f"nrows = {nrows}")
-    src.add(f"if {outer} * nblk < MIN_TILES and nrows >= RSPLIT:")
-    src.depth += 1
+    lead = ", ".join(f"j{k}" for k in range(inner))
+    top = len(program) - 1
     src.add("blk = BLOCK")
+    src.add(f"nblk = (dom[{inner}] + blk - 1) // blk")
     src.add(f"ntiles = {outer} * nblk")
-    src.add("part = np.empty((ntiles * RSPLIT, BLOCK), dtype=F)")
+    src.add(f"nrows = {nrows}")
+    src.add("nsplit = RSPLIT if ntiles < MIN_TILES and nrows >= RSPLIT else 1")
+    src.add("part = np.empty((ntiles * nsplit if nsplit > 1 else 0, BLOCK), dtype=F)")
+    src.add("nwork = ntiles * nsplit")
+    src.add("nchunks = min(nwork, CHUNKS)")
 
     def tile(t: str) -> None:
         src.add(f"rest = {t}")
@@ -486,15 +493,28 @@ def _row_split(src: _Lines, program: tuple, r: int, R: tuple, inner: int, outer_
             src.add(f"j{k} = rest % dom[{k}]")
             src.add(f"rest //= dom[{k}]")
 
-    src.add("for p in prange(ntiles * RSPLIT):")
+    def epilogue() -> None:
+        depth = src.depth
+        src.add("# epilogue")
+        for k in R:
+            src.add(f"j{k} = 0")
+        src.add(f"ro = out[{lead + ', ' if lead else ''}c:c + w]")
+        emit_body(_closure(program, top), True, "c")
+        src.add(f"ro[u] = STORE(v{top})")
+        src.depth = depth
+
+    src.add("for chunk in prange(nchunks):")
     src.depth += 1
-    src.add("ch = p % RSPLIT")
-    tile("p // RSPLIT")
-    src.add(f"a{r} = part[p]")
+    src.add("acc = np.empty(BLOCK, dtype=F)")
+    src.add("for p in range(chunk * nwork // nchunks, (chunk + 1) * nwork // nchunks):")
+    src.depth += 1
+    src.add("ch = p % nsplit")
+    tile("p // nsplit")
+    src.add(f"a{r} = part[p] if nsplit > 1 else acc")
     src.add("for u in range(w):")
     src.add(f"    a{r}[u] = {_INIT[op]}")
     depth = src.depth
-    lo, hi = "ch * nrows // RSPLIT", "(ch + 1) * nrows // RSPLIT"
+    lo, hi = "ch * nrows // nsplit", "(ch + 1) * nrows // nsplit"
     if len(R) == 1:
         src.add(f"for j{R[0]} in range({lo}, {hi}):")
         src.depth += 1
@@ -507,25 +527,20 @@ def _row_split(src: _Lines, program: tuple, r: int, R: tuple, inner: int, outer_
             src.add(f"rest //= dom[{k}]")
     emit_body(_closure(program, program[r].args[0]), True, "c")
     src.add(_LANE[op].format(a=f"a{r}[u]", v=f"v{program[r].args[0]}"))
-    src.depth = depth - 1
-    # combine in chunk order, then the epilogue
-    src.add("for t in range(ntiles):")
+    src.depth = depth
+    src.add("if nsplit == 1:")
     src.depth += 1
+    epilogue()
+    # combine in part order, then the epilogue
+    src.depth = 1
+    src.add("if nsplit > 1:")
+    src.add("    for t in range(ntiles):")
+    src.depth = 3
     tile("t")
-    src.add(f"a{r} = part[t * RSPLIT]")
-    src.add("for ch in range(1, RSPLIT):")
-    src.add("    pr = part[t * RSPLIT + ch]")
+    src.add(f"a{r} = part[t * nsplit]")
+    src.add("for ch in range(1, nsplit):")
+    src.add("    pr = part[t * nsplit + ch]")
     src.add("    for u in range(w):")
     src.add("        " + _LANE[op].format(a=f"a{r}[u]", v="pr[u]"))
-    src.add("# epilogue")
-    depth = src.depth
-    for k in R:
-        src.add(f"j{k} = 0")
-    lead = ", ".join(f"j{k}" for k in range(inner))
-    src.add(f"ro = out[{lead + ', ' if lead else ''}c:c + w]")
-    top = len(program) - 1
-    emit_body(_closure(program, top), True, "c")
-    src.add(f"ro[u] = STORE(v{top})")
-    src.depth = depth - 1
-    src.add("return")
-    src.depth = depth - 2
+    epilogue()
+    src.depth = 0
