@@ -21,7 +21,8 @@ a user writes it) and each peer's equivalent:
 Method: float32 random data (never zeros); each implementation is run once and checked with
 np.allclose (neonlike against a float64 numpy reference, each peer against neonlike's result), and a
 wrong one is not timed; then a warm-up, then R rounds in which every implementation runs one batch
-of calls (the order rotating each round, so drift is shared); the median per-call time is reported.
+of calls (the order rotating each round, so drift is shared; a 10 ms pause after each batch lets
+spinning thread pools go idle); the median per-call time is reported.
 GB/s = bytes that must move (each input read once + the output written once) / time; the copy
 ceiling at each size is the faster of np.copyto and a numba prange copy, measured in the same run.
 GEMM reports GFLOP/s (2*M*N*K / time). The compile rows run two subprocesses with a fresh
@@ -694,6 +695,12 @@ def close(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> bool:
     return bool(np.allclose(got.reshape(want.shape), want, rtol=rtol, atol=atol * scale))
 
 
+# Pause between two batches: OpenMP pools (torch's, MKL's) spin-wait after a parallel region, and
+# spinning threads on a 2-core machine slow whatever runs next by up to 40% (measured: neonlike's
+# logistic at 1e6 right after a torch.sigmoid batch, 269 us; after a 10 ms pause, 199 us).
+PAUSE_S = 0.01
+
+
 def measure(b: Bench, cfg: Config) -> dict[str, Any]:
     """{impl: median seconds per call, or a string saying why it was not timed}."""
     res: dict[str, Any] = {}
@@ -730,6 +737,12 @@ def measure(b: Bench, cfg: Config) -> dict[str, Any]:
         fn = b.impls[name]
         t0, k = time.perf_counter(), 0
         while k < cfg.warm_calls or time.perf_counter() - t0 < cfg.warm_s:
+            fn()  # the first warm-up call may compile (neonlike's second run of a tree does)
+            k += 1
+        # the batch size from steady calls only: a compile inside the warm-up would make it one
+        # call per batch, and a lone call times a cold cache and sleeping worker threads
+        t0, k = time.perf_counter(), 0
+        while k < 2 or time.perf_counter() - t0 < cfg.warm_s:
             fn()
             k += 1
         per = (time.perf_counter() - t0) / k
@@ -748,6 +761,7 @@ def measure(b: Bench, cfg: Config) -> dict[str, Any]:
             if gc_was:
                 gc.enable()
             samples[name].append(t / k)
+            time.sleep(PAUSE_S)
     for name in live:
         res[name] = statistics.median(samples[name])
     return res

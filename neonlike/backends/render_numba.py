@@ -26,7 +26,7 @@ import numpy as np
 from ..ops import Op
 from ..plan import Stage
 
-RENDERER_VERSION = 5
+RENDERER_VERSION = 6
 
 _U = {  # unary ops: a format of the operand's variable name
     Op.NEG: "(-{0})", Op.ABS: "abs({0})", Op.SGN: "np.sign({0})", Op.SQRT: "np.sqrt({0})",
@@ -89,6 +89,12 @@ def _maximum(a, b):
 @njit(forceinline=True)
 def _minimum(a, b):
     return a if (a < b or a != a) else b
+
+
+@njit(fastmath={{"reassoc"}}, forceinline=True, error_model="numpy")
+def _radd(a, b):
+    # a sum's accumulation: only this add may be reassociated (so the loop vectorizes)
+    return a + b
 '''
 
 STORE_FLOAT = '''
@@ -287,10 +293,12 @@ def _reductions(src: _Lines, program: tuple, R: tuple, n: int, meta: dict, args:
     The kept axes are cut into tiles, and each tile runs every reduction pass, one after another,
     and then its part of the epilogue, so a tile's data stays in cache between passes:
 
-    - innermost axis reduced: a tile is one point of the kept axes; a pass walks the reduced axes
-      with the innermost one in chunks of LANES elements, lane u accumulating elements u, u + LANES,
-      ... (a loop that vectorizes without reassociating anything), and the lanes are combined at
-      the end into the scalar `s<r>` (a fixed pairwise tree: the sum does not depend on threads).
+    - innermost axis reduced: a tile is one point of the kept axes. A sum accumulates into one
+      scalar `s<r>` through `_radd`, the only operation compiled with `reassoc`, so LLVM vectorizes
+      that add (and nothing else of the tree); the order is fixed by the compiled loop, so the
+      sum does not depend on threads. max, min, argmax and argmin walk the innermost axis in chunks
+      of LANES elements, lane u accumulating elements u, u + LANES, ... (a loop that vectorizes
+      without reassociating anything), and the lanes are combined at the end into `s<r>`.
     - innermost axis kept: a tile is one point of the other kept axes and a block of innermost
       columns; a pass walks the reduced axes accumulating whole rows of the block into `a<r>`.
 
@@ -400,6 +408,8 @@ def _reductions(src: _Lines, program: tuple, R: tuple, n: int, meta: dict, args:
             src.add("    nchunks = 1")
         src.depth = 2
         for r in red:
+            if lanes_mode and Op(program[r].op) is Op.SUM:
+                continue
             src.add(f"a{r} = np.empty({block}, dtype=F)")
             if Op(program[r].op) in _ARG:
                 src.add(f"i{r} = np.empty({block}, dtype=np.int64)")
@@ -417,6 +427,15 @@ def _reductions(src: _Lines, program: tuple, R: tuple, n: int, meta: dict, args:
         for r in red:
             op = Op(program[r].op)
             src.add(f"# pass: {op.value} over axes {R}")
+            if lanes_mode and op is Op.SUM:  # one register accumulator; the add vectorizes
+                depth = src.depth
+                src.add(f"s{r} = ZERO")
+                open_loops(outer_red, "dom")
+                src.add(f"w = dom[{inner}]")
+                emit_body(_closure(program, program[r].args[0]), True, "0")
+                src.add(f"s{r} = _radd(s{r}, v{program[r].args[0]})")
+                src.depth = depth
+                continue
             ext = "LANES" if lanes_mode else "w"
             src.add(f"for u in range({ext}):")
             src.add(f"    a{r}[u] = {_INIT[op]}")
