@@ -3,6 +3,8 @@ float64: every reduction over every axis pattern, shapes that take the parallel 
 nan/inf/ties, float64 and integer outputs, non-contiguous inputs and an output that is an input."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -263,6 +265,42 @@ def test_softmax_kernel_structure(be):
     assert body.count("# pass:") == 2
     assert "prange" in body and "b0[j0, c:c + w]" in body
     compile(src, "<kernel>", "exec")
+
+
+def test_per_column_values_hoisted(be):
+    """neon's softmax over axis 0: reciprocal(sum) is computed once per column of a tile (into an
+    `h` array), not once per element; the result is right across several tiles and a short one."""
+    shape = (700, 1100)
+    host = data(shape, -30, 30, seed=12)
+    x = be.array(host)
+    out = be.empty(shape)
+    tree = be.reciprocal(be.sum(be.exp(x - be.max(x, axis=0)), axis=0)) * be.exp(x - be.max(x, axis=0))
+    out[:] = tree
+    out[:] = tree
+    np.testing.assert_allclose(out.get(), np_softmax(host.astype(np.float64), 0), rtol=2e-5,
+                               atol=1e-8)
+    src = _kernel(be, out, tree).source.split("def kernel_parallel")[1]
+    division = re.search(r"v(\d+) = \(ONE / v\d+\)", src)
+    assert division, src
+    i = division.group(1)
+    assert f"h{i}[u] = v{i}" in src and f"v{i} = h{i}[u]" in src, src
+
+
+def test_inner_sum_accumulates_in_a_register(be):
+    """A sum over the innermost axis: one scalar through `_radd` (the one reassociable add), no
+    lane array; exact on integers, right on a long row with inf and nan rows."""
+    host = np.rint(data((64, 5003), -8, 8, seed=13))
+    host[3, 17] = np.inf
+    host[5, 4000] = np.nan
+    host[7, :2] = (np.inf, -np.inf)
+    x = be.array(host)
+    out = be.empty((64, 1))
+    tree = be.sum(x, axis=1)
+    out[:] = tree
+    out[:] = tree
+    np.testing.assert_array_equal(out.get(), host.astype(np.float64).sum(axis=1, keepdims=True))
+    src = _kernel(be, out, tree).source.split("def kernel_parallel")[1]
+    assert "_radd(s" in src and "np.empty(LANES" not in src
 
 
 # ------------------------------------------------ row-split parallel path (one reduction of leading

@@ -79,6 +79,7 @@ ZERO, ONE, INF = F(0.0), F(1.0), F(np.inf)
 LN2 = F(math.log(2.0))
 SAFELOG_MIN = F(math.exp(-50.0))
 LANES, BLOCK, BLOCK_MULTI, CHUNKS, MIN_TILES, RSPLIT = {lanes}, {block}, {block_multi}, {chunks}, 4, 4
+TILE_ELEMS = {tile_elems}
 
 
 @njit(forceinline=True)
@@ -223,7 +224,7 @@ def render(stage: Stage, meta: dict, ftype: str, out_dtype: Any, key: str) -> tu
         src.add(f"out[i] = STORE(v{top})")
         src.depth = 0
     header = PRELUDE.format(version=RENDERER_VERSION, key=key, ftype=ftype, lanes=LANES, block=BLOCK,
-                            block_multi=BLOCK_MULTI, chunks=CHUNKS)
+                            block_multi=BLOCK_MULTI, chunks=CHUNKS, tile_elems=TILE_ELEMS)
     if ftype == "float32":
         header = header.replace("from numba import njit, prange\n",
                                 "from numba import njit, prange\n" + VECMATH_IMPORT)
@@ -264,6 +265,8 @@ LANES = 128       # partial accumulators of a reduction over the innermost axis 
 BLOCK = 1024      # kept innermost-axis columns per tile when the innermost axis is kept
 BLOCK_MULTI = 256  # ... when the tile is read more than once (several passes or an epilogue)
 CHUNKS = 64       # tile chunks of the parallel loop (each allocates its accumulators once)
+TILE_ELEMS = 1 << 17  # elements of a re-read tile (reduced rows x columns): 512 KiB of float32,
+                      # half a core's L2 here (softmax over axis 0 of (1000, 4096): 4.2 -> 3.0 ms)
 
 _INIT = {Op.SUM: "ZERO", Op.MAX: "-INF", Op.MIN: "INF", Op.ARGMAX: "-INF", Op.ARGMIN: "INF"}
 _LANE = {
@@ -349,6 +352,10 @@ def _reductions(src: _Lines, program: tuple, R: tuple, n: int, meta: dict, args:
             src.depth += 1
         for i in order:
             ins = program[i]
+            if lane and i in hoisted:
+                if i in frontier:
+                    src.add(f"v{i} = h{i}[u]")
+                continue
             if ins.op == "load":
                 if lane and row_slice(ins.arg, start):
                     src.add(f"v{i} = F(r{ins.arg}[u])")
@@ -362,6 +369,40 @@ def _reductions(src: _Lines, program: tuple, R: tuple, n: int, meta: dict, args:
                 op = Op(ins.op)
                 fmt = unary.get(op) or _B[op]
                 src.add(f"v{i} = {fmt.format(*(f'v{a}' for a in ins.args))}")
+
+    # innermost axis kept: values that depend on reductions and constants only (softmax's
+    # 1 / sum) are per column, so each tile computes them once into `h<i>` arrays, not per row
+    hoisted: set = set()
+    frontier: set = set()
+    if not lanes_mode and reread:  # (not with _row_split, which has no h arrays)
+        for i, ins in enumerate(program):
+            if ins.op not in ("load", "const") and ins.op not in _R_NAMES and all(
+                    program[j].op != "load" for j in _closure(program, i)):
+                hoisted.add(i)
+        frontier = {a for i, ins in enumerate(program) if i not in hoisted
+                    for a in ins.args if a in hoisted} | ({top} & hoisted)
+    done: set = set()
+
+    def hoist(order: list) -> None:
+        """Compute this section's per-column values (those not computed yet) into `h<i>`."""
+        need = [i for i in order if i in frontier and i not in done]
+        if not need:
+            return
+        done.update(need)
+        src.add("for u in range(w):")
+        src.depth += 1
+        for i in sorted(set().union(*(_closure(program, i) for i in need))):
+            ins = program[i]
+            if ins.op == "const":
+                src.add(f"v{i} = c{ins.arg}")
+            elif ins.op in _R_NAMES:
+                src.add(f"v{i} = {reduced_value(i, True)}")
+            else:
+                fmt = unary.get(Op(ins.op)) or _B[Op(ins.op)]
+                src.add(f"v{i} = {fmt.format(*(f'v{a}' for a in ins.args))}")
+        for i in need:
+            src.add(f"h{i}[u] = v{i}")
+        src.depth -= 1
 
     def flat_red(last: str) -> str:
         """The C-order flat index over R of the current element (argmax/argmin)."""
@@ -393,6 +434,10 @@ def _reductions(src: _Lines, program: tuple, R: tuple, n: int, meta: dict, args:
         tiles = " * ".join([f"dom[{k}]" for k in outer_kept] + ([] if lanes_mode else ["nblk"]))
         if not lanes_mode:
             src.add(f"blk = {block}")
+            if reread:  # a tile read by several passes stays within about half the L2 cache
+                nrows = " * ".join(f"dom[{k}]" for k in R)
+                src.add(f"while blk > 16 and {nrows} * blk > TILE_ELEMS:")
+                src.add("    blk //= 2")
             if parallel:  # narrower blocks where there would be too few tiles to share
                 # (not get_num_threads(): it would keep numba from caching the kernel)
                 outer = " * ".join(f"dom[{k}]" for k in outer_kept) or "1"
@@ -407,6 +452,8 @@ def _reductions(src: _Lines, program: tuple, R: tuple, n: int, meta: dict, args:
             src.add("for ch in range(1):")
             src.add("    nchunks = 1")
         src.depth = 2
+        for i in sorted(frontier):
+            src.add(f"h{i} = np.empty({block}, dtype=F)")
         for r in red:
             if lanes_mode and Op(program[r].op) is Op.SUM:
                 continue
@@ -424,9 +471,11 @@ def _reductions(src: _Lines, program: tuple, R: tuple, n: int, meta: dict, args:
         for k in reversed(outer_kept):
             src.add(f"j{k} = rest % dom[{k}]")
             src.add(f"rest //= dom[{k}]")
+        done.clear()
         for r in red:
             op = Op(program[r].op)
             src.add(f"# pass: {op.value} over axes {R}")
+            hoist(_closure(program, program[r].args[0]))
             if lanes_mode and op is Op.SUM:  # one register accumulator; the add vectorizes
                 depth = src.depth
                 src.add(f"s{r} = ZERO")
@@ -471,6 +520,7 @@ def _reductions(src: _Lines, program: tuple, R: tuple, n: int, meta: dict, args:
             emit_body(order, False, "")
             src.add(f"out[{', '.join(f'j{k}' for k in range(n))}] = STORE(v{top})")
         else:
+            hoist(order)
             open_loops(outer_red, "out.shape")
             lead = ", ".join(f"j{k}" for k in range(inner))
             src.add(f"ro = out[{lead + ', ' if lead else ''}c:c + w]")
