@@ -21,8 +21,8 @@ a user writes it) and each peer's equivalent:
 Method: float32 random data (never zeros); each implementation is run once and checked with
 np.allclose (neonlike against a float64 numpy reference, each peer against neonlike's result), and a
 wrong one is not timed; then a warm-up, then R rounds in which every implementation runs one batch
-of calls (the order rotating each round, so drift is shared; a 10 ms pause after each batch lets
-spinning thread pools go idle); the median per-call time is reported.
+of calls (the order rotating each round, so drift is shared; a pause after each batch, 10 ms
+(0.3 s after GEMMs), lets spinning thread pools go idle); the median per-call time is reported.
 GB/s = bytes that must move (each input read once + the output written once) / time; the copy
 ceiling at each size is the faster of np.copyto and a numba prange copy, measured in the same run.
 GEMM reports GFLOP/s (2*M*N*K / time). The compile rows run two subprocesses with a fresh
@@ -348,6 +348,7 @@ class Bench:
     flops: int | None = None
     targets: list[Target] = field(default_factory=list)
     ceiling_row: bool = False
+    pause_s: float = 0.01      # idle time after each batch (see PAUSE_S)
 
 
 def shape2d(n: int) -> tuple[int, int]:
@@ -652,7 +653,7 @@ class Suite:
         return Bench(f"gemm{M}" if M == N == K else f"gemm{M}x{K}", label + " (M x N x K)",
                      M * N, impls, lambda: A.astype(np.float64) @ B.astype(np.float64),
                      rtol=1e-3, atol=1e-4, flops=2 * M * N * K,
-                     targets=[Target("vs", 1 / 1.05, "MKL direct")])
+                     targets=[Target("vs", 1 / 1.05, "MKL direct")], pause_s=GEMM_PAUSE_S)
 
     def gemm_assign_check(self) -> str | None:
         """`C[:] = be.dot(A, B)` must equal `be.dot(A, B, out=C)` (checked once, not timed)."""
@@ -699,6 +700,9 @@ def close(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> bool:
 # spinning threads on a 2-core machine slow whatever runs next by up to 40% (measured: neonlike's
 # logistic at 1e6 right after a torch.sigmoid batch, 269 us; after a 10 ms pause, 199 us).
 PAUSE_S = 0.01
+# BLAS pools spin far longer (OpenBLAS's for up to ~0.1 s, Intel OpenMP's KMP_BLOCKTIME 0.2 s):
+# without this pause every GEMM ran at about half speed right after another library's GEMM.
+GEMM_PAUSE_S = 0.3
 
 
 def measure(b: Bench, cfg: Config) -> dict[str, Any]:
@@ -761,7 +765,7 @@ def measure(b: Bench, cfg: Config) -> dict[str, Any]:
             if gc_was:
                 gc.enable()
             samples[name].append(t / k)
-            time.sleep(PAUSE_S)
+            time.sleep(b.pause_s)
     for name in live:
         res[name] = statistics.median(samples[name])
     return res

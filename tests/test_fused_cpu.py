@@ -262,6 +262,41 @@ def test_dot_in_a_tree_is_a_gemm_stage(be):
     assert [s.kind for s in plan.stages] == [P.StageKind.GEMM, P.StageKind.FUSED]
 
 
+@pytest.mark.parametrize("out_dtype", [np.float32, np.float64, np.float16, np.int32])
+def test_assigned_dot_runs_straight_into_the_output(be, monkeypatch, out_dtype):
+    """`out[:] = dot(a, b)` (and dot(out=)) writes the GEMM into `out` itself when its dtype is the
+    compute dtype and it shares no memory with a or b; otherwise through a temp. Always right."""
+    from neonlike.backends import gemm
+    seen = []
+    real = gemm.gemm
+
+    def spy(a, b, c, *args):
+        seen.append(c)
+        return real(a, b, c, *args)
+    monkeypatch.setattr(gemm, "gemm", spy)
+    a, b = data((6, 4)), data((4, 6))
+    A, B = be.array(a), be.array(b)
+    out = be.empty((6, 6), dtype=out_dtype)
+    for _ in range(3):  # interpreted, compiled, cached
+        seen.clear()
+        out[:] = be.dot(A, B)
+    np.testing.assert_allclose(out.get(), (a.astype(np.float64) @ b).astype(out_dtype),
+                               rtol=1e-3, atol=1)
+    if out_dtype == np.float32:
+        np.testing.assert_allclose(out.get(), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-6)
+    direct = out_dtype in (np.float32, np.float64)  # the compute dtypes
+    assert (seen[0] is out._tensor) == direct
+    be.dot(A, B, out=out)
+    assert (seen[-1] is out._tensor) == direct
+    # the output aliasing an operand: through the temp, still right
+    sq = be.array(data((5, 5), seed=3))
+    expected = sq.get().astype(np.float64) @ sq.get()
+    for _ in range(2):
+        sq2 = be.array(sq.get())
+        sq2[:] = be.dot(sq2, sq2)
+        np.testing.assert_allclose(sq2.get(), expected, rtol=1e-5, atol=1e-5)
+
+
 def test_kernel_source_is_readable(be):
     x = be.array(data((4, 4)))
     out = be.empty((4, 4))

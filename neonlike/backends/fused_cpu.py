@@ -78,6 +78,12 @@ class Program:
                 self.kernels[i] = Kernel(src, CPU_CACHE.module(src), bufs, consts)
         CPU_CACHE.stats["compile_seconds"] += time.perf_counter() - t0
         self.fast = self._fast_runner(out, tensors, nodes)
+        # `out[:] = dot(a, b)`: a GEMM into a temp that the last stage only copies to the output
+        # runs straight into the output where it may (a compute-dtype output sharing no memory
+        # with the operands)
+        st = self.plan.stages
+        self.gemm_only = len(st) == 2 and st[0].kind is P.StageKind.GEMM and \
+            st[1].program == (P.Instr("load", (), st[0].out),)
         if DEBUG >= 3:
             for k in self.kernels.values():
                 print(k.source)
@@ -152,6 +158,11 @@ class Program:
         target = out._host()
         direct = out.dtype != F16 and not any(
             np.may_share_memory(target, a) and not _same_view(target, a) for a in bufs.values())
+        if self.gemm_only and direct and target.dtype == dt:
+            stage = plan.stages[0]
+            if not any(np.may_share_memory(target, bufs[x]) for x in stage.inputs):
+                gemm.gemm(*(np.asarray(bufs[x], dtype=dt) for x in stage.inputs), target)
+                return
         bufs[plan.n_inputs] = target if direct else np.empty(out.shape, dtype=dt)
         for j, pos in enumerate(plan.temps):
             bufs[plan.n_inputs + 1 + j] = np.empty(nodes[pos].shape, dtype=dt)
