@@ -80,23 +80,31 @@ LN2 = F(math.log(2.0))
 SAFELOG_MIN = F(math.exp(-50.0))
 LANES, BLOCK, BLOCK_MULTI, CHUNKS, MIN_TILES, RSPLIT = {lanes}, {block}, {block_multi}, {chunks}, 4, 4
 TILE_ELEMS = {tile_elems}
+'''
 
+# helpers a kernel may call, defined in its module only where it does (each is one more dispatcher
+# to create when the module is reloaded from the disk cache)
+HELPERS = {
+    "_maximum": '''
 
 @njit(forceinline=True)
 def _maximum(a, b):
     return a if (a > b or a != a) else b
-
+''',
+    "_minimum": '''
 
 @njit(forceinline=True)
 def _minimum(a, b):
     return a if (a < b or a != a) else b
+''',
+    "_radd": '''
 
-
-@njit(fastmath={{"reassoc"}}, forceinline=True, error_model="numpy")
+@njit(fastmath={"reassoc"}, forceinline=True, error_model="numpy")
 def _radd(a, b):
     # a sum's accumulation: only this add may be reassociated (so the loop vectorizes)
     return a + b
-'''
+''',
+}
 
 STORE_FLOAT = '''
 
@@ -225,15 +233,17 @@ def render(stage: Stage, meta: dict, ftype: str, out_dtype: Any, key: str) -> tu
         src.depth = 0
     header = PRELUDE.format(version=RENDERER_VERSION, key=key, ftype=ftype, lanes=LANES, block=BLOCK,
                             block_multi=BLOCK_MULTI, chunks=CHUNKS, tile_elems=TILE_ELEMS)
-    if ftype == "float32":
+    body = src.text()
+    if ftype == "float32" and "32(" in body:
         header = header.replace("from numba import njit, prange\n",
                                 "from numba import njit, prange\n" + VECMATH_IMPORT)
+    header += "".join(h for name, h in HELPERS.items() if name + "(" in body)
     if out_dtype.kind == "f":
         header += STORE_FLOAT
     else:
         info = np.iinfo(out_dtype)
         header += STORE_INT.format(lo=float(info.min), hi=float(info.max))
-    return header + src.text(), bufs, consts
+    return header + body, bufs, consts
 
 
 def _stride(R: tuple, k: int) -> str:
