@@ -286,6 +286,80 @@ def test_per_column_values_hoisted(be):
     assert f"h{i}[u] = v{i}" in src and f"v{i} = h{i}[u]" in src, src
 
 
+def _neon_softmax(be, x):
+    return be.reciprocal(be.sum(be.exp(x - be.max(x, axis=0)), axis=0)) * be.exp(x - be.max(x, axis=0))
+
+
+def test_stash_computes_exp_once(be):
+    """Softmax over axis 0: the sum pass stores exp(x - max) in the output tile and the epilogue
+    reads it back (no exp in the epilogue)."""
+    x = be.array(data((300, 500), -20, 20, seed=14))
+    out = be.empty((300, 500))
+    tree = _neon_softmax(be, x)
+    out[:] = tree
+    out[:] = tree
+    src = _kernel(be, out, tree).source
+    assert "# stash:" in src
+    for body in src.split("def kernel_")[1:]:
+        epilogue = body.split("# epilogue")[1]
+        assert "exp32(" not in epilogue and "= ro[u]" in epilogue, body
+    np.testing.assert_allclose(out.get(), np_softmax(x.get().astype(np.float64), 0), rtol=2e-5,
+                               atol=1e-8)
+
+
+@pytest.mark.parametrize("shape", [(300, 500), (40, 3000)])
+@pytest.mark.parametrize("how", ["same tensor", "same memory", "overlapping view"])
+def test_stash_with_the_output_aliasing_the_input(be, shape, how):
+    """`x[:] = softmax(x)` and its aliases: the stash must not clobber the input before it is
+    read (the executor takes a temp)."""
+    host = data(shape, -20, 20, seed=15)
+    expected = np_softmax(host.astype(np.float64), 0)
+    for _ in range(3):                 # interpreted, compiled, cached fast path
+        x = be.array(host)
+        if how == "same tensor":
+            out, src = x, x
+        elif how == "same memory":      # another Tensor over the same memory
+            out, src = x, x.reshape(shape)
+            assert src is not x
+        else:
+            big = be.array(np.concatenate([host, host[:1]], axis=0))
+            src, out = big[1:], big[:-1]   # out[i] is src[i - 1]
+            expected = np_softmax(np.concatenate([host, host[:1]])[1:].astype(np.float64), 0)
+        out[:] = _neon_softmax(be, src)
+        np.testing.assert_allclose(out.get(), expected, rtol=2e-5, atol=1e-8)
+
+
+@pytest.mark.parametrize("how", ["same tensor", "same memory"])
+def test_stash_with_an_epilogue_reading_the_aliased_input(be, how):
+    """`x[:] = softmax(x) + x`: the epilogue reads x as well as the stashed exp, so writing the
+    stash into x itself would be wrong; the executor must take a temp."""
+    host = data((200, 300), -5, 5, seed=17)
+    expected = np_softmax(host.astype(np.float64), 0) + host
+    for _ in range(3):
+        x = be.array(host)
+        src = x if how == "same tensor" else x.reshape(x.shape)
+        x[:] = _neon_softmax(be, src) + src
+        np.testing.assert_allclose(x.get(), expected, rtol=2e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64, np.int32])
+def test_stash_only_in_the_compute_dtype(be, dtype):
+    host = data((64, 96), -3, 3, seed=16)
+    x = be.array(host)
+    out = be.empty((64, 96), dtype=dtype)
+    tree = _neon_softmax(be, x) * 100
+    for _ in range(2):
+        out[:] = tree
+    expected = np_softmax(host.astype(np.float32).astype(np.float64), 0) * 100
+    if dtype == np.int32:
+        np.testing.assert_array_equal(out.get(), np.rint(expected).astype(np.int32))
+    else:
+        np.testing.assert_allclose(out.get().astype(np.float64), expected,
+                                   rtol=2e-3 if dtype == np.float16 else 2e-5, atol=1e-6)
+    # float16 outputs are computed into a float32 temp, so they stash too; int32 never does
+    assert ("# stash:" in _kernel(be, out, tree).source) == (dtype != np.int32)
+
+
 def test_inner_sum_accumulates_in_a_register(be):
     """A sum over the innermost axis: one scalar through `_radd` (the one reassociable add), no
     lane array; exact on integers, right on a long row with inf and nan rows."""

@@ -45,6 +45,9 @@ class Kernel:
 
     def __init__(self, source: str, module: Any, bufs: tuple, consts: tuple) -> None:
         self.source, self.bufs, self.consts = source, bufs, consts
+        # the kernel writes intermediate values into its output before reading its inputs again
+        # (render_numba's stash): it must never run with the output sharing memory with an input
+        self.stash = "# stash:" in source
         self.serial = timed_first_call(module.kernel_serial, CPU_CACHE.stats)
         self.parallel = timed_first_call(module.kernel_parallel, CPU_CACHE.stats)
         self.flat = hasattr(module, "kernel_flat_serial")
@@ -105,6 +108,7 @@ class Program:
                     [tensors[i].shape for i in dom_slots]) != shape_of(nodes[stage.domain][1]):
                 return None
         n_consts, ctype = len(k.consts), self.dtype.type
+        stash = k.stash
         flat = k.flat and dom_slots is None
         nd_fns = [k.serial, k.parallel]
         flat_fns = [k.flat_serial, k.flat_parallel] if flat else None
@@ -118,8 +122,8 @@ class Program:
             contiguous = tflat is not None
             for t in tensors:
                 a, root, fl = _host_info(t)
-                if root == troot and a is not target and np.may_share_memory(a, target) \
-                        and not _same_view(a, target):
+                if root == troot and np.may_share_memory(a, target) and (
+                        stash or (a is not target and not _same_view(a, target))):
                     return False
                 arrays.append(a)
                 flats.append(fl)
@@ -156,8 +160,10 @@ class Program:
             a = t._host()
             bufs[i] = a.astype(np.float32) if a.dtype == F16 else a
         target = out._host()
+        stash = any(k.stash for k in self.kernels.values())
         direct = out.dtype != F16 and not any(
-            np.may_share_memory(target, a) and not _same_view(target, a) for a in bufs.values())
+            np.may_share_memory(target, a) and (stash or not _same_view(target, a))
+            for a in bufs.values())
         if self.gemm_only and direct and target.dtype == dt:
             stage = plan.stages[0]
             if not any(np.may_share_memory(target, bufs[x]) for x in stage.inputs):

@@ -143,15 +143,16 @@ class _Lines:
         return "\n".join(self.lines) + "\n"
 
 
-def _closure(program: tuple, top: int) -> list[int]:
-    """Instructions `top` needs, in program order, stopping at (and excluding) inner reductions."""
+def _closure(program: tuple, top: int, stop: int = -1) -> list[int]:
+    """Instructions `top` needs, in program order, stopping at (and excluding) inner reductions
+    (and the arguments of instruction `stop`)."""
     need, stack = set(), [top]
     while stack:
         i = stack.pop()
         if i in need:
             continue
         need.add(i)
-        if program[i].op in _R_NAMES:
+        if program[i].op in _R_NAMES or i == stop:
             continue
         stack.extend(program[i].args)
     return sorted(need)
@@ -208,7 +209,8 @@ def render(stage: Stage, meta: dict, ftype: str, out_dtype: Any, key: str) -> tu
 
     src = _Lines()
     if R:
-        _reductions(src, program, R, n, meta, args, unary)
+        _reductions(src, program, R, n, meta, args, unary, stage.out,
+                    np.dtype(out_dtype) == np.dtype(ftype))
     else:
         for variant, parallel in (("serial", False), ("parallel", True)):
             src.add(f'\n\n@njit(parallel={parallel}, cache=True, error_model="numpy")')
@@ -300,7 +302,7 @@ s{r} = F(at)"""
 
 
 def _reductions(src: _Lines, program: tuple, R: tuple, n: int, meta: dict, args: str,
-                unary: dict) -> None:
+                unary: dict, out_buf: int = -1, stash_ok: bool = False) -> None:
     """Kernels of a stage with reductions over axes R of the domain `dom`.
 
     The kept axes are cut into tiles, and each tile runs every reduction pass, one after another,
@@ -362,6 +364,9 @@ def _reductions(src: _Lines, program: tuple, R: tuple, n: int, meta: dict, args:
             src.depth += 1
         for i in order:
             ins = program[i]
+            if lane and reading_stash[0] and i == stash:
+                src.add(f"v{i} = ro[u]")
+                continue
             if lane and i in hoisted:
                 if i in frontier:
                     src.add(f"v{i} = h{i}[u]")
@@ -433,6 +438,22 @@ def _reductions(src: _Lines, program: tuple, R: tuple, n: int, meta: dict, args:
     # variant splits the reduced rows instead of narrowing the column blocks (see _row_split)
     row_split = (not lanes_mode and len(red) == 1 and Op(program[red[0]].op) not in _ARG
                  and not reread)
+
+    # innermost axis kept, the output of the domain's shape in the compute dtype: the last pass
+    # whose value the epilogue needs again (softmax's exp(x - max)) stores it in the output's
+    # tile ("stash"), and the epilogue reads it back instead of recomputing it. The executor never
+    # runs such a kernel with the output sharing memory with an input (it takes a temp then).
+    stash = -1
+    out_mask = meta[out_buf][1] if out_buf in meta else -1
+    if not lanes_mode and reread and stash_ok and out_mask >= 0 and \
+            not any(out_mask >> k & 1 for k in R):
+        epi = _closure(program, top)
+        for r in red:
+            g = program[r].args[0]
+            if g in epi and program[g].op not in ("load", "const"):
+                stash = g
+    lead_out = ", ".join(f"j{k}" for k in range(inner))
+    reading_stash = [False]
 
     for variant, parallel in (("serial", False), ("parallel", True)):
         src.add(f'\n\n@njit(parallel={parallel}, cache=True, error_model="numpy")')
@@ -507,9 +528,16 @@ def _reductions(src: _Lines, program: tuple, R: tuple, n: int, meta: dict, args:
                 src.add(f"    w = min(LANES, dom[{inner}] - q)")
                 src.depth += 1
             order = _closure(program, program[r].args[0])
+            stashing = program[r].args[0] == stash and r == max(
+                q for q in red if program[q].args[0] == stash)
+            if stashing:
+                src.add(f"# stash: v{stash} into the output tile, read back by the epilogue")
+                src.add(f"so = out[{lead_out + ', ' if lead_out else ''}c:c + w]")
             emit_body(order, True, "q" if lanes_mode else "c")
             v = f"v{program[r].args[0]}"
             src.add(_LANE[op].format(a=f"a{r}[u]", v=v, i=f"i{r}[u]", k=flat_red("(q + u)")))
+            if stashing:
+                src.add(f"so[u] = {v}")
             src.depth = depth
             if lanes_mode:  # combine the lanes
                 if op in _ARG:
@@ -530,11 +558,14 @@ def _reductions(src: _Lines, program: tuple, R: tuple, n: int, meta: dict, args:
             emit_body(order, False, "")
             src.add(f"out[{', '.join(f'j{k}' for k in range(n))}] = STORE(v{top})")
         else:
+            if stash >= 0:  # the stashed value is a leaf of the epilogue
+                order = _closure(program, top, stop=stash)
             hoist(order)
             open_loops(outer_red, "out.shape")
-            lead = ", ".join(f"j{k}" for k in range(inner))
-            src.add(f"ro = out[{lead + ', ' if lead else ''}c:c + w]")
+            src.add(f"ro = out[{lead_out + ', ' if lead_out else ''}c:c + w]")
+            reading_stash[0] = True
             emit_body(order, True, "c")
+            reading_stash[0] = False
             src.add(f"ro[u] = STORE(v{top})")
         src.depth = 0
 
