@@ -372,7 +372,9 @@ def test_inner_sum_accumulates_in_a_register(be):
     tree = be.sum(x, axis=1)
     out[:] = tree
     out[:] = tree
-    np.testing.assert_array_equal(out.get(), host.astype(np.float64).sum(axis=1, keepdims=True))
+    with np.errstate(invalid="ignore"):  # inf + -inf in row 7
+        expected = host.astype(np.float64).sum(axis=1, keepdims=True)
+    np.testing.assert_array_equal(out.get(), expected)
     src = _kernel(be, out, tree).source.split("def kernel_parallel")[1]
     assert "_radd(s" in src and "np.empty(LANES" not in src
 
