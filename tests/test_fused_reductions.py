@@ -286,6 +286,23 @@ def test_per_column_values_hoisted(be):
     assert f"h{i}[u] = v{i}" in src and f"v{i} = h{i}[u]" in src, src
 
 
+@pytest.mark.parametrize("axis", [0, 1])
+def test_var_takes_the_fast_path_on_every_shape(be, axis):
+    """var's second pass reads the first (x - mean(x)): the one-stage fast path still applies
+    (its domain is the broadcast of the tensors under the reductions) and follows shape changes."""
+    for shape in [(10, 10), (9, 17), (1024, 3), (3, 1024)]:
+        host = data(shape, -3, 3, seed=shape[0])
+        x = be.array(host)
+        out = be.empty((1, shape[1]) if axis == 0 else (shape[0], 1))
+        tree = be.var(x, axis=axis)
+        for _ in range(3):
+            out[:] = tree
+        np.testing.assert_allclose(out.get(), host.astype(np.float64).var(axis=axis, keepdims=True),
+                                   rtol=2e-5, atol=1e-6)
+    program = CPU_CACHE.get(P.walk(out, tree)[0])
+    assert program.fast is not None
+
+
 def _neon_softmax(be, x):
     return be.reciprocal(be.sum(be.exp(x - be.max(x, axis=0)), axis=0)) * be.exp(x - be.max(x, axis=0))
 

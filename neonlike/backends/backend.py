@@ -22,6 +22,7 @@ from ..tensor import Tensor
 __all__ = ["Backend", "Tensor", "OpTreeNode"]
 
 FLOATS = tuple(np.dtype(t) for t in ("float16", "float32", "float64"))
+_COUNTS: dict = {}   # (shape, axis) -> elements a reduction over `axis` of `shape` combines
 
 
 class Backend:
@@ -124,13 +125,24 @@ class Backend:
     # ---------------------------------------------------------------- reductions and statistics
     def _reduced_count(self, a: Any, axis: Any, op: str) -> int:
         shape = shape_of(a)
-        return math.prod(shape[i] for i in S.norm_axes(axis, len(shape), op))
+        try:
+            return _COUNTS[(shape, axis)]
+        except (KeyError, TypeError):  # TypeError: an unhashable axis (a list)
+            n = math.prod(shape[i] for i in S.norm_axes(axis, len(shape), op))
+        try:
+            if len(_COUNTS) > 4096:
+                _COUNTS.clear()
+            _COUNTS[(shape, axis)] = n
+        except TypeError:
+            pass
+        return n
 
     def mean(self, a: Any, axis: Any = None, partial: Any = None, out: Any = None,
              keepdims: bool = True) -> Any:
         n = self._reduced_count(a, axis, "mean")
-        return build(Op.MUL, self.sum(a, axis=axis, keepdims=keepdims), 1.0 / n if n else math.nan,
-                     out=out)
+        total = self.sum(a, axis=axis, keepdims=keepdims)
+        scale = 1.0 / n if n else math.nan
+        return total * scale if out is None else build(Op.MUL, total, scale, out=out)
 
     def var(self, a: Any, axis: Any = None, partial: Any = None, out: Any = None,
             keepdims: bool = True, binary: bool = False, ddof: int = 0) -> Any:
@@ -138,7 +150,8 @@ class Backend:
         n = self._reduced_count(a, axis, "var") - ddof
         centred = a - self.mean(a, axis=axis, keepdims=True)
         total = self.sum(self.square(centred), axis=axis, keepdims=keepdims)
-        return build(Op.MUL, total, 1.0 / n if n > 0 else math.nan, out=out)
+        scale = 1.0 / n if n > 0 else math.nan
+        return total * scale if out is None else build(Op.MUL, total, scale, out=out)
 
     def std(self, a: Any, axis: Any = None, partial: Any = None, out: Any = None,
             keepdims: bool = True, ddof: int = 0) -> Any:

@@ -246,13 +246,15 @@ def _constant(ctype: Any, v: float) -> Any:
 
 
 def _domain_slots(x: Any, tensors: list) -> tuple | None:
-    """Slots of the tensors under an elementwise subtree, or None where it holds anything else."""
+    """Slots of the tensors under the operand of a stage's reductions (an elementwise subtree,
+    possibly through the stage's earlier reductions, whose operands span the same domain: var's
+    x - mean(x)), or None where it holds anything else."""
     ids = {id(t): i for i, t in enumerate(tensors)}
     slots, stack = set(), [x]
     while stack:
         y = stack.pop()
         if isinstance(y, OpTreeNode):
-            if y.kind is not Kind.ELEMENTWISE:
+            if y.kind is not Kind.ELEMENTWISE and y.kind is not Kind.REDUCTION:
                 return None
             stack.extend(c for c in (y[1], y[2]) if c is not None)
         elif isinstance(y, Operators):
