@@ -1,6 +1,6 @@
 """Baseline timings of the core engine (reference-interpreter CPU path) against numpy.
 
-Run: python benchmarks/bench_core.py        (prints a markdown table; medians of repeated runs)
+Run: NEONLIKE_FUSE=0 python benchmarks/bench_core.py   (the interpreter; a markdown table of medians)
 
 Measures, in one process, side by side:
 - the per-statement cost of `o[:] = be.tanh(s*2.0 + 1.0)*s - s` on 100 elements, tree building
