@@ -85,6 +85,9 @@ def shape_of(x: Any) -> tuple | None:
 # interned into a small int `sid` as each node is made, from its children's: equal structures get
 # equal sids. Which leaves are the same Tensor is not part of it (the executor adds that).
 _STRUCTS: dict = {}
+# A tree with more leaves and constants than this (counted with repeats: `y = tanh(y + y)` doubles
+# them at each level) keeps no structure id; executing it walks it (plan.walk) instead.
+LEAVES_MAX = 512
 _STRUCTS_MAX = 1 << 16
 _next_sid = itertools.count()
 
@@ -126,10 +129,10 @@ def _parts(x: Any) -> tuple:
 def _intern(d: OpDict, op: Op, attrs: Any, a: Any, b: Any) -> None:
     ta, la, ca = _parts(a)
     tb, lb, cb = _parts(b)
-    d.leaves, d.consts = (la + lb, ca + cb) if lb else (la, ca + cb)
-    if ta is None or tb is None:
-        d.sid = None
+    if ta is None or tb is None or len(la) + len(lb) + len(ca) + len(cb) > LEAVES_MAX:
+        d.sid, d.leaves, d.consts = None, (), ()
         return
+    d.leaves, d.consts = (la + lb, ca + cb) if lb else (la, ca + cb)
     key = (op, attrs, ta, tb)
     try:
         sid = _STRUCTS.get(key)
@@ -222,11 +225,12 @@ def _build_elementwise(op: Op, arity: int, a: Any, b: Any) -> Any:
             shape = _broadcast2(sa, sb, op)
     d = _new_opdict(OpDict)
     _dict_update(d, op=op, shape=shape)
-    d.leaves = la + lb if lb else la
-    d.consts = ca + cb if cb else ca
-    if ka is None or kb is None:
-        d.sid = None
+    leaves = la + lb if lb else la
+    consts = ca + cb if cb else ca
+    if ka is None or kb is None or len(leaves) + len(consts) > LEAVES_MAX:
+        d.sid, d.leaves, d.consts = None, (), ()
     else:
+        d.leaves, d.consts = leaves, consts
         key = (op, None, ka, kb)
         sid = _STRUCTS.get(key)
         if sid is None:

@@ -76,4 +76,7 @@ def cleanup_backend() -> None:
         be.cleanup_backend()
 
 
-__all__ = ["gen_backend", "cleanup_backend", "registry", "BUILTIN", "ENTRY_POINT_GROUP"]
+from .autodiff import Autodiff  # noqa: E402  (neon exported it here; imports only the core)
+
+__all__ = ["gen_backend", "cleanup_backend", "registry", "BUILTIN", "ENTRY_POINT_GROUP",
+           "Autodiff"]

@@ -1,0 +1,353 @@
+"""Autodiff: every rule against float64 central differences, the DAG walk, second order, neon's API.
+
+Runs on the reference interpreter (hundreds of one-off trees); gradient trees through the fused
+kernels are checked in test_autodiff_fused.py.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from neonlike.backends import Autodiff, gen_backend
+from neonlike.backends.autodiff import RULES, _dag_postorder
+from neonlike.ops import OP_INFO, Kind, Op
+
+CPU_ENGINE = "reference"
+
+
+@pytest.fixture
+def be():
+    return gen_backend("cpu", rng_seed=0, datatype=np.float64)
+
+
+def rand(shape, lo=-2.0, hi=2.0, seed=0):
+    return np.random.default_rng(seed).uniform(lo, hi, shape)
+
+
+def numeric_grad(be, build, arrays, weights, h=1e-6):
+    """Central differences of sum(weights * build(*tensors)) with respect to each array."""
+    grads = []
+    for k, a in enumerate(arrays):
+        g = np.zeros_like(a)
+        for idx in np.ndindex(a.shape):
+            vals = []
+            for sign in (1, -1):
+                shifted = [x.copy() for x in arrays]
+                shifted[k][idx] += sign * h
+                ts = [be.array(x) for x in shifted]
+                out = be.empty(weights.shape)
+                out[:] = build(be, *ts)
+                vals.append(float(np.sum(weights * out.get())))
+            g[idx] = (vals[0] - vals[1]) / (2 * h)
+        grads.append(g)
+    return grads
+
+
+def check(be, build, arrays, rtol=1e-5, atol=1e-6, seed=1):
+    ts = [be.array(a) for a in arrays]
+    tree = build(be, *ts)
+    w = rand(tree.shape if hasattr(tree, "shape") else (1, 1), 0.5, 1.5, seed=seed)
+    ad = Autodiff(tree, be, next_error=be.array(w))
+    got = ad.get_grad_asnumpyarray(ts)
+    want = numeric_grad(be, build, arrays, w)
+    for g, n, t in zip(got, want, ts):
+        assert g.shape == t.shape
+        np.testing.assert_allclose(g, n, rtol=rtol, atol=atol)
+
+
+# ---------------------------------------------------------------- one rule at a time
+# (op, builder, domain): domains keep central differences away from kinks and poles
+UNARY = {
+    Op.NEG: (lambda b, x: -x, (-2, 2)),
+    Op.ABS: (lambda b, x: abs(x), (0.2, 2)),
+    Op.SQRT: (lambda b, x: b.sqrt(x), (0.5, 3)),
+    Op.SQR: (lambda b, x: b.square(x), (-2, 2)),
+    Op.EXP: (lambda b, x: b.exp(x), (-2, 2)),
+    Op.EXP2: (lambda b, x: b.exp2(x), (-2, 2)),
+    Op.LOG: (lambda b, x: b.log(x), (0.5, 3)),
+    Op.LOG2: (lambda b, x: b.log2(x), (0.5, 3)),
+    Op.SAFELOG: (lambda b, x: b.safelog(x), (0.5, 3)),
+    Op.SIG: (lambda b, x: b.sig(x), (-3, 3)),
+    Op.SIG2: (lambda b, x: b.sig2(x), (-3, 3)),
+    Op.TANH: (lambda b, x: b.tanh(x), (-2, 2)),
+    Op.TANH2: (lambda b, x: b.tanh2(x), (-2, 2)),
+    Op.RECIPROCAL: (lambda b, x: b.reciprocal(x), (0.5, 2)),
+    Op.RELU: (lambda b, x: b.relu(x), (0.1, 2)),
+    Op.SOFTPLUS: (lambda b, x: b.softplus(x), (-3, 3)),
+    Op.SIN: (lambda b, x: b.sin(x), (-2, 2)),
+    Op.COS: (lambda b, x: b.cos(x), (-2, 2)),
+    Op.TAN: (lambda b, x: b.tan(x), (-1, 1)),
+    Op.ASIN: (lambda b, x: b.arcsin(x), (-0.8, 0.8)),
+    Op.ACOS: (lambda b, x: b.arccos(x), (-0.8, 0.8)),
+    Op.ATAN: (lambda b, x: b.arctan(x), (-2, 2)),
+    Op.SINH: (lambda b, x: b.sinh(x), (-2, 2)),
+    Op.COSH: (lambda b, x: b.cosh(x), (-2, 2)),
+    Op.ASINH: (lambda b, x: b.arcsinh(x), (-2, 2)),
+    Op.ACOSH: (lambda b, x: b.arccosh(x), (1.5, 3)),
+    Op.ATANH: (lambda b, x: b.arctanh(x), (-0.8, 0.8)),
+}
+BINARY = {
+    Op.ADD: (lambda b, x, y: x + y, (-2, 2), (-2, 2)),
+    Op.SUB: (lambda b, x, y: x - y, (-2, 2), (-2, 2)),
+    Op.MUL: (lambda b, x, y: x * y, (-2, 2), (-2, 2)),
+    Op.DIV: (lambda b, x, y: x / y, (-2, 2), (0.5, 2)),
+    Op.POW: (lambda b, x, y: x ** y, (0.5, 2), (-2, 2)),
+    Op.MAXIMUM: (lambda b, x, y: b.maximum(x, y), (-2, 2), (-2, 2)),
+    Op.MINIMUM: (lambda b, x, y: b.minimum(x, y), (-2, 2), (-2, 2)),
+}
+
+
+@pytest.mark.parametrize("op", sorted(UNARY))
+def test_unary_rule(be, op):
+    fn, (lo, hi) = UNARY[op]
+    check(be, fn, [rand((2, 3), lo, hi)])
+
+
+@pytest.mark.parametrize("op", sorted(BINARY))
+@pytest.mark.parametrize("shapes", [((2, 3), (2, 3)), ((2, 3), (1, 3)), ((2, 1), (1, 3)),
+                                    ((2, 3, 2), (3, 1))])
+def test_binary_rule_with_broadcasting(be, op, shapes):
+    fn, da, db = BINARY[op]
+    check(be, fn, [rand(shapes[0], *da, seed=2), rand(shapes[1], *db, seed=3)])
+
+
+@pytest.mark.parametrize("const", [2.0, 0.5])
+def test_constant_operands(be, const):
+    check(be, lambda b, x: (x * const + const) / (const - x * x) + x ** const,
+          [rand((2, 3), 0.2, 1.0)])
+
+
+@pytest.mark.parametrize("kind", ["sum", "mean", "var", "std", "max", "min"])
+@pytest.mark.parametrize("axis", [None, 0, 1, (0, 2), 2])
+@pytest.mark.parametrize("keepdims", [True, False])
+def test_reductions(be, kind, axis, keepdims):
+    fn = getattr(be, kind)
+    check(be, lambda b, x: getattr(b, kind)(x, axis=axis, keepdims=keepdims) * 1.0,
+          [rand((2, 3, 4), seed=4)])
+
+
+@pytest.mark.parametrize("kind", ["max", "min"])
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_max_min_route_to_the_first_extreme(be, kind, axis):
+    x = np.array([[3.0, 1.0, 3.0], [0.0, 3.0, 3.0]]) * (1 if kind == "max" else -1)
+    t = be.array(x)
+    g = Autodiff(getattr(be, kind)(t, axis=axis), be).get_grad_asnumpyarray([t])[0]
+    if axis is None:
+        want = [[1, 0, 0], [0, 0, 0]]
+    elif axis == 0:
+        want = [[1, 0, 1], [0, 1, 0]]
+    else:
+        want = [[1, 0, 0], [0, 1, 0]]
+    np.testing.assert_array_equal(g, want)
+
+
+def test_dot_transpose_reshape(be):
+    check(be, lambda b, w, x: b.dot(w, x), [rand((3, 4), seed=5), rand((4, 2), seed=6)])
+    check(be, lambda b, w, x: b.dot(w.T, b.tanh(x)), [rand((4, 3), seed=5), rand((4, 2), seed=6)])
+    check(be, lambda b, x: b.transpose(b.exp(x), (1, 2, 0)), [rand((2, 3, 4), seed=7)])
+    check(be, lambda b, x: b.reshape(x * x, (3, 4)) * 2.0, [rand((2, 6), seed=8)])
+
+
+def test_concatenate_and_tile(be):
+    check(be, lambda b, x, y: b.concatenate([x * 2.0, b.exp(y)], axis=1),
+          [rand((2, 3), seed=9), rand((2, 2), seed=10)])
+    check(be, lambda b, x: b.tile(x * x, (2, 3)), [rand((2, 3), seed=11)])
+
+
+def test_non_differentiable_ops_give_zero(be):
+    x = be.array(rand((2, 3)))
+    tree = (x > 0) + b_sign(be, x) + be.rint(x) + be.floor(x) + (x == x) + be.argmax(x, axis=1)
+    g = Autodiff(tree, be).get_grad_asnumpyarray([x])[0]
+    np.testing.assert_array_equal(g, np.zeros((2, 3)))
+
+
+def b_sign(be, x):
+    return be.sgn(x)
+
+
+def test_every_differentiable_table_op_has_a_rule():
+    missing = [op for op, info in OP_INFO.items()
+               if op not in RULES and info.kind is not Kind.ASSIGN]
+    assert set(missing) == {Op.SLICE, Op.TAKE}, missing
+
+
+@pytest.mark.parametrize("make", [lambda b, x: b.take(x, [0, 2], axis=1),
+                                  lambda b, x: b.slice(x, [0], [1], [0])])
+def test_an_op_without_a_rule_is_named(be, make):
+    x = be.array(rand((2, 3)))
+    with pytest.raises(NotImplementedError, match="no gradient rule for op '(take|slice)'"):
+        Autodiff(make(be, x) * 2.0, be)
+
+
+# ---------------------------------------------------------------- the seed's examples, neon's API
+def test_seed_x0_x0_plus_x0_x1(be):
+    x0 = be.array(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    x1 = be.array(np.array([[5.0, 6.0], [7.0, 8.0]]))
+    f = x0 * x0 + x0 * x1
+    ad = Autodiff(op_tree=f, be=be, next_error=None)
+    g0, g1 = ad.get_grad_asnumpyarray([x0, x1])
+    np.testing.assert_allclose(g0, 2 * x0.get() + x1.get())
+    np.testing.assert_allclose(g1, x0.get())
+
+
+def test_seed_tanh_example(be):
+    x = be.array(rand((3, 3), seed=12))
+    w = be.array(rand((3, 3), seed=13))
+    f = be.tanh(x * w + 1.0)
+    g = Autodiff(f, be).get_grad_asnumpyarray([x])[0]
+    z = np.tanh(x.get() * w.get() + 1.0)
+    np.testing.assert_allclose(g, (1 - z * z) * w.get(), rtol=1e-12)
+
+
+def test_seed_dynamic_tree(be):
+    """A tree built by a Python loop and condition (the seed's my_loop / my_condition)."""
+    x = be.array(rand((2, 2), 0.1, 0.9, seed=14))
+
+    def my_condition(v):
+        return float(np.mean(v)) > 0.3
+
+    def my_loop(t, n):
+        y = t
+        for i in range(n):
+            y = y * t if my_condition(x.get()) else y + t
+        return y
+
+    f = my_loop(x, 3)
+    g = Autodiff(f, be).get_grad_asnumpyarray([x])[0]
+    xv = x.get()
+    want = 4 * xv ** 3 if my_condition(xv) else np.full_like(xv, 4.0)
+    np.testing.assert_allclose(g, want, rtol=1e-12)
+
+
+def test_next_error_weights(be):
+    x = be.array(rand((2, 3), seed=15))
+    w = rand((2, 3), seed=16)
+    g = Autodiff(be.exp(x), be, next_error=be.array(w)).get_grad_asnumpyarray([x])[0]
+    np.testing.assert_allclose(g, w * np.exp(x.get()), rtol=1e-12)
+    g = Autodiff(be.exp(x), be, next_error=2.0).get_grad_asnumpyarray([x])[0]
+    np.testing.assert_allclose(g, 2 * np.exp(x.get()), rtol=1e-12)
+    with pytest.raises(ValueError, match=r"next_error must have the op-tree's shape \(2, 3\)"):
+        Autodiff(be.exp(x), be, next_error=be.ones((3, 2)))
+
+
+def test_api(be):
+    x, y = be.array(rand((2, 3), seed=17)), be.array(rand((2, 3), seed=18))
+    unused = be.array(rand((4, 4), seed=19))
+    ad = Autodiff(x * y, be)
+    trees = ad.get_grad_op_tree([x, y, unused])
+    assert [t.shape for t in trees] == [(2, 3), (2, 3), (4, 4)]
+    tensors = ad.get_grad_tensor([x, unused])
+    np.testing.assert_allclose(tensors[0].get(), y.get())
+    np.testing.assert_array_equal(tensors[1].get(), np.zeros((4, 4)))
+    bufs = [be.empty((2, 3)), be.empty((2, 3))]
+    ad.back_prop_grad([x, y], bufs)
+    np.testing.assert_allclose(bufs[1].get(), x.get())
+    with pytest.raises(ValueError, match="shape"):
+        ad.back_prop_grad([x], [be.empty((3, 2))])
+    with pytest.raises(ValueError, match="itself a tensor of the graph"):
+        ad.back_prop_grad([x], [y])
+    ad.cleanup()
+    assert isinstance(ad, Autodiff)
+
+
+def test_gradient_of_a_constant_tree(be):
+    x = be.array(rand((2, 3)))
+    g = Autodiff(x * 0.0 + 3.0, be).get_grad_asnumpyarray([x])[0]
+    np.testing.assert_array_equal(g, np.zeros((2, 3)))
+    g = Autodiff(be.sum(x, axis=None), be).get_grad_asnumpyarray([x])[0]
+    np.testing.assert_array_equal(g, np.ones((2, 3)))
+
+
+# ---------------------------------------------------------------- the DAG walk
+def test_shared_subtrees_are_differentiated_once(be):
+    x = be.array(rand((2, 2), -0.5, 0.5, seed=20))
+    sizes = []
+    for depth in (5, 10, 20):
+        y = x
+        for _ in range(depth):
+            y = be.tanh(y + y)
+        g = Autodiff(y, be).get_grad_op_tree([x])[0]
+        sizes.append(len(_dag_postorder(g)))
+    assert sizes[2] - sizes[1] == 2 * (sizes[1] - sizes[0])   # linear in depth
+    assert sizes[2] < 200
+
+
+def test_shared_subtree_gradient_is_right(be):
+    check(be, lambda b, x: b.tanh(b.tanh(x + x) + b.tanh(x + x)) * x, [rand((2, 2), -1, 1)])
+
+
+# ---------------------------------------------------------------- second order
+def test_second_derivatives(be):
+    x = be.array(rand((2, 3), -1.5, 1.5, seed=21))
+    xv = x.get()
+    d1 = Autodiff(x * x * x, be).get_grad_op_tree([x])[0]
+    d2 = Autodiff(d1, be).get_grad_asnumpyarray([x])[0]
+    np.testing.assert_allclose(d2, 6 * xv, rtol=1e-12)
+    d1 = Autodiff(be.tanh(x), be).get_grad_op_tree([x])[0]
+    d2 = Autodiff(d1, be).get_grad_asnumpyarray([x])[0]
+    t = np.tanh(xv)
+    np.testing.assert_allclose(d2, -2 * t * (1 - t * t), rtol=1e-10)
+    d1 = Autodiff(be.sig(x) * be.exp(x), be).get_grad_op_tree([x])[0]
+    d2 = Autodiff(d1, be).get_grad_asnumpyarray([x])[0]
+    s, e = 1 / (1 + np.exp(-xv)), np.exp(xv)
+    ds, dds = s * (1 - s), s * (1 - s) * (1 - 2 * s)
+    np.testing.assert_allclose(d2, dds * e + 2 * ds * e + s * e, rtol=1e-10)
+
+
+def test_mixed_second_derivative(be):
+    x, y = be.array(rand((2, 2), seed=22)), be.array(rand((2, 2), seed=23))
+    dx = Autodiff(be.sin(x * y), be).get_grad_op_tree([x])[0]     # y cos(xy)
+    dxy = Autodiff(dx, be).get_grad_asnumpyarray([y])[0]           # cos(xy) - xy sin(xy)
+    xv, yv = x.get(), y.get()
+    np.testing.assert_allclose(dxy, np.cos(xv * yv) - xv * yv * np.sin(xv * yv), rtol=1e-10)
+
+
+# ---------------------------------------------------------------- random trees with broadcasting
+def _random_tree(rng, be, leaves, depth):
+    if depth == 0:
+        return leaves[rng.integers(len(leaves))]
+    a = _random_tree(rng, be, leaves, depth - 1)
+    kind = rng.integers(6)
+    if kind == 0:
+        return a * _random_tree(rng, be, leaves, depth - 1)
+    if kind == 1:
+        return a + _random_tree(rng, be, leaves, depth - 1)
+    if kind == 2:
+        return be.tanh(a)
+    if kind == 3:
+        return a / (be.square(_random_tree(rng, be, leaves, depth - 1)) + 1.0)
+    if kind == 4:
+        return be.sig(a) - a * 0.5
+    return be.sum(a, axis=int(rng.integers(2)))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_trees(be, seed):
+    rng = np.random.default_rng(seed)
+    shapes = [(3, 4), (3, 1), (1, 4)]
+    arrays = [rand(s, -1, 1, seed=seed * 10 + i) for i, s in enumerate(shapes)]
+
+    def build(b, *ts):
+        return _random_tree(np.random.default_rng(seed), b, list(ts), 3) * 1.0
+    check(be, build, arrays, rtol=1e-5, atol=1e-7)
+
+
+# ---------------------------------------------------------------- views (neon got these wrong)
+def test_a_slice_gradient_lands_in_its_place(be):
+    x = be.array(rand((2, 3), seed=24))
+    g = Autodiff(x[0] * 2.0, be).get_grad_asnumpyarray([x])[0]
+    np.testing.assert_array_equal(g, [[2, 2, 2], [0, 0, 0]])
+    g = Autodiff(x[:, 1:] * x[:, :2], be).get_grad_asnumpyarray([x])[0]
+    xv = x.get()
+    want = np.zeros((2, 3))
+    want[:, 1:] += xv[:, :2]
+    want[:, :2] += xv[:, 1:]
+    np.testing.assert_allclose(g, want, rtol=1e-12)
+
+
+def test_transposed_views(be):
+    s = be.array(rand((3, 3), seed=25))
+    g = Autodiff(s * s.T, be).get_grad_asnumpyarray([s])[0]
+    np.testing.assert_allclose(g, 2 * s.get().T, rtol=1e-12)
+    check(be, lambda b, x: b.dot(x, x.T), [rand((2, 3), seed=26)])
+    check(be, lambda b, x: b.exp(x.reshape((3, 2))) * 1.0, [rand((2, 3), seed=27)])
