@@ -351,3 +351,62 @@ def test_transposed_views(be):
     np.testing.assert_allclose(g, 2 * s.get().T, rtol=1e-12)
     check(be, lambda b, x: b.dot(x, x.T), [rand((2, 3), seed=26)])
     check(be, lambda b, x: b.exp(x.reshape((3, 2))) * 1.0, [rand((2, 3), seed=27)])
+
+
+# ---------------------------------------------------------------- seed 002, verbatim but for the port
+def test_seed002_autodiff_examples(capsys):
+    """Seed 002's 'Automatic differentiation' section: `neon` -> `neonlike`, 'nervanagpu' ->
+    'cpu', print statements -> print(), and int() around the loop count (a float32 element is
+    not a range() bound in Python 3)."""
+    from neonlike.backends import gen_backend, Autodiff
+    from neonlike.backends.backend import OpTreeNode
+    be = gen_backend('cpu')
+    x0 = be.array(np.ones((3, 3)) * 1., name='x0')
+    x1 = be.array(np.ones((3, 3)) * 2., name='x1')
+    print('# example 0')
+    f = x0 * x0 + x0 * x1
+    ad = Autodiff(op_tree=f, be=be, next_error=None)
+    print(ad.get_grad_asnumpyarray([x0, x1]))  # result is [2 * x0 + x1, x0]
+    g0, g1 = ad.get_grad_asnumpyarray([x0, x1])
+    np.testing.assert_array_equal(g0, np.full((3, 3), 4.0))
+    np.testing.assert_array_equal(g1, np.ones((3, 3)))
+
+    f = be.tanh((x0 * x1) + (x0 / x1))
+    ad = Autodiff(op_tree=f, be=be, next_error=None)
+    [x0_grad_op_tree, x1_grad_op_tree] = ad.get_grad_op_tree([x0, x1])
+    print(OpTreeNode.pp(x0_grad_op_tree))
+    print(OpTreeNode.pp(x1_grad_op_tree))
+    u = 1 * 2 + 1 / 2      # float32: 1 - tanh(u)**2 loses ~4 bits to cancellation, hence 1e-5
+    sech2 = 1 - np.tanh(u) ** 2
+    np.testing.assert_allclose(ad.get_grad_asnumpyarray([x0])[0], sech2 * (2 + 1 / 2), rtol=1e-5)
+    np.testing.assert_allclose(ad.get_grad_asnumpyarray([x1])[0], sech2 * (1 - 1 / 4), rtol=1e-5)
+
+    x0 = be.array(np.random.randint(10, size=(3, 3)), name='x0')
+
+    def my_loop(x):
+        y = be.zeros(OpTreeNode.shape(x), name='tensor-zero')
+        for _ in range(int(x.get()[0, 0])):
+            y = y + x
+        return y
+
+    def my_condition(x):
+        if x.get()[0, 0] % 2 == 0:
+            return be.sig(x)
+        else:
+            return be.tanh(x)
+    f = my_loop(x0) + my_condition(x0)
+    ad = Autodiff(f, be)
+    x0_grad_tree = ad.get_grad_op_tree([x0])[0]
+    print(x0.get())
+    print(OpTreeNode.pp(f))
+    print(OpTreeNode.pp(x0_grad_tree))
+    xv = x0.get().astype(np.float64)
+    k = int(xv[0, 0])
+    if k % 2 == 0:
+        s = 1 / (1 + np.exp(-xv))
+        d = s * (1 - s)
+    else:
+        d = 1 - np.tanh(xv) ** 2
+    got = ad.get_grad_asnumpyarray([x0])[0]
+    np.testing.assert_allclose(got, k + d, rtol=1e-5, atol=1e-6)
+    assert "tanh" in capsys.readouterr().out
