@@ -148,6 +148,17 @@ def test_dot_transpose_reshape(be):
     check(be, lambda b, x: b.reshape(x * x, (3, 4)) * 2.0, [rand((2, 6), seed=8)])
 
 
+def test_structural_ops_under_a_reduction(be):
+    """A sum's gradient is smaller than its operand: a dot, transpose, reshape, concatenate or
+    tile below it must see it broadcast to full size."""
+    check(be, lambda b, w, x: b.sum(b.dot(w, x), axis=0), [rand((3, 4), seed=5), rand((4, 2), seed=6)])
+    check(be, lambda b, x: b.sum(b.transpose(x * x), axis=1), [rand((2, 3), seed=7)])
+    check(be, lambda b, x: b.sum(b.reshape(x * x, (3, 2)), axis=None), [rand((2, 3), seed=8)])
+    check(be, lambda b, x, y: b.max(b.concatenate([x * 2.0, y], axis=1), axis=0),
+          [rand((2, 3), seed=9), rand((2, 2), seed=10)])
+    check(be, lambda b, x: b.sum(b.tile(x * x, (2, 1)), axis=1), [rand((2, 3), seed=11)])
+
+
 def test_concatenate_and_tile(be):
     check(be, lambda b, x, y: b.concatenate([x * 2.0, b.exp(y)], axis=1),
           [rand((2, 3), seed=9), rand((2, 2), seed=10)])
@@ -156,13 +167,9 @@ def test_concatenate_and_tile(be):
 
 def test_non_differentiable_ops_give_zero(be):
     x = be.array(rand((2, 3)))
-    tree = (x > 0) + b_sign(be, x) + be.rint(x) + be.floor(x) + (x == x) + be.argmax(x, axis=1)
+    tree = (x > 0) + be.sgn(x) + be.rint(x) + be.floor(x) + (x == x) + be.argmax(x, axis=1)
     g = Autodiff(tree, be).get_grad_asnumpyarray([x])[0]
     np.testing.assert_array_equal(g, np.zeros((2, 3)))
-
-
-def b_sign(be, x):
-    return be.sgn(x)
 
 
 def test_every_differentiable_table_op_has_a_rule():

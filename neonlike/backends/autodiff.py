@@ -126,11 +126,14 @@ def _transpose(x: Any, y: Any, z: Any, dz: Grad, d: dict) -> tuple:
 
 
 def _tree(dz: Grad, z: Any) -> Grad:
-    """dz as an operand of a structural op: a number becomes a tree of z's shape."""
-    return dz if not _num(dz) else _full(dz, shape_of(z))
+    """dz as an operand of a structural op or a dot, which do not broadcast: a number, or a tree
+    smaller than z (a sum's gradient), becomes a tree of z's shape."""
+    if not _num(dz) and tuple(shape_of(dz)) == tuple(shape_of(z)):
+        return dz
+    return _full(dz, shape_of(z))
 
 
-def _full(value: float, shape: tuple) -> Grad:
+def _full(value: Grad, shape: tuple) -> Grad:
     from .. import NervanaObject  # the constant tensor lives on the global backend
     return build(Op.MUL, NervanaObject.be.ones(shape), value)
 
