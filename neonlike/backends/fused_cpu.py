@@ -45,9 +45,7 @@ class Kernel:
 
     def __init__(self, source: str, module: Any, bufs: tuple, consts: tuple) -> None:
         self.source, self.bufs, self.consts = source, bufs, consts
-        # the kernel writes intermediate values into its output before reading its inputs again
-        # (render_numba's stash): it must never run with the output sharing memory with an input
-        self.stash = "# stash:" in source
+        self.stash = "# stash:" in source  # see Program.stash
         self.serial = timed_first_call(module.kernel_serial, CPU_CACHE.stats)
         self.parallel = timed_first_call(module.kernel_parallel, CPU_CACHE.stats)
         self.flat = hasattr(module, "kernel_flat_serial")
@@ -80,6 +78,9 @@ class Program:
                                                         f"{tag}/{i}")
                 self.kernels[i] = Kernel(src, CPU_CACHE.module(src), bufs, consts)
         CPU_CACHE.stats["compile_seconds"] += time.perf_counter() - t0
+        # a kernel of the plan writes its output before reading its inputs again (render_numba's
+        # stash): the output may then share no memory with any input, not even as the same view
+        self.stash = any(k.stash for k in self.kernels.values())
         self.fast = self._fast_runner(out, tensors, nodes)
         # `out[:] = dot(a, b)`: a GEMM into a temp that the last stage only copies to the output
         # runs straight into the output where it may (a compute-dtype output sharing no memory
@@ -107,8 +108,7 @@ class Program:
             if dom_slots is None or _broadcast_all(
                     [tensors[i].shape for i in dom_slots]) != shape_of(nodes[stage.domain][1]):
                 return None
-        n_consts, ctype = len(k.consts), self.dtype.type
-        stash = k.stash
+        n_consts, ctype, stash = len(k.consts), self.dtype.type, self.stash
         flat = k.flat and dom_slots is None
         nd_fns = [k.serial, k.parallel]
         flat_fns = [k.flat_serial, k.flat_parallel] if flat else None
@@ -160,9 +160,8 @@ class Program:
             a = t._host()
             bufs[i] = a.astype(np.float32) if a.dtype == F16 else a
         target = out._host()
-        stash = any(k.stash for k in self.kernels.values())
         direct = out.dtype != F16 and not any(
-            np.may_share_memory(target, a) and (stash or not _same_view(target, a))
+            np.may_share_memory(target, a) and (self.stash or not _same_view(target, a))
             for a in bufs.values())
         if self.gemm_only and direct and target.dtype == dt:
             stage = plan.stages[0]

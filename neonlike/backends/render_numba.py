@@ -302,7 +302,7 @@ s{r} = F(at)"""
 
 
 def _reductions(src: _Lines, program: tuple, R: tuple, n: int, meta: dict, args: str,
-                unary: dict, out_buf: int = -1, stash_ok: bool = False) -> None:
+                unary: dict, out_buf: int, stash_ok: bool) -> None:
     """Kernels of a stage with reductions over axes R of the domain `dom`.
 
     The kept axes are cut into tiles, and each tile runs every reduction pass, one after another,
@@ -353,8 +353,19 @@ def _reductions(src: _Lines, program: tuple, R: tuple, n: int, meta: dict, args:
             return f"s{r}"
         return f"F(i{r}[u])" if Op(program[r].op) in _ARG else f"a{r}[u]"
 
-    def emit_body(order: list, lane: bool, start: str) -> None:
-        """Values of `order`; lane=True: inside a `for u in range(w)` over row slices."""
+    def value(i: int, lane: bool) -> str:
+        """The expression of a const, reduction or op instruction (not a load)."""
+        ins = program[i]
+        if ins.op == "const":
+            return f"c{ins.arg}"
+        if ins.op in _R_NAMES:
+            return reduced_value(i, lane)
+        fmt = unary.get(Op(ins.op)) or _B[Op(ins.op)]
+        return fmt.format(*(f"v{a}" for a in ins.args))
+
+    def emit_body(order: list, lane: bool, start: str, stashed: int = -1) -> None:
+        """Values of `order`; lane=True: inside a `for u in range(w)` over row slices.
+        stashed: an instruction whose value is read back from the output tile `ro`."""
         if lane:
             for b in sorted({program[i].arg for i in order if program[i].op == "load"}):
                 sl = row_slice(b, start)
@@ -364,26 +375,18 @@ def _reductions(src: _Lines, program: tuple, R: tuple, n: int, meta: dict, args:
             src.depth += 1
         for i in order:
             ins = program[i]
-            if lane and reading_stash[0] and i == stash:
+            if lane and i == stashed:
                 src.add(f"v{i} = ro[u]")
-                continue
-            if lane and i in hoisted:
+            elif lane and i in hoisted:
                 if i in frontier:
                     src.add(f"v{i} = h{i}[u]")
-                continue
-            if ins.op == "load":
+            elif ins.op == "load":
                 if lane and row_slice(ins.arg, start):
                     src.add(f"v{i} = F(r{ins.arg}[u])")
                 else:
                     src.add(f"v{i} = F(b{ins.arg}[{full_index(ins.arg)}])")
-            elif ins.op == "const":
-                src.add(f"v{i} = c{ins.arg}")
-            elif ins.op in _R_NAMES:
-                src.add(f"v{i} = {reduced_value(i, lane)}")
             else:
-                op = Op(ins.op)
-                fmt = unary.get(op) or _B[op]
-                src.add(f"v{i} = {fmt.format(*(f'v{a}' for a in ins.args))}")
+                src.add(f"v{i} = {value(i, lane)}")
 
     # innermost axis kept: values that depend on reductions and constants only (softmax's
     # 1 / sum) are per column, so each tile computes them once into `h<i>` arrays, not per row
@@ -407,14 +410,7 @@ def _reductions(src: _Lines, program: tuple, R: tuple, n: int, meta: dict, args:
         src.add("for u in range(w):")
         src.depth += 1
         for i in sorted(set().union(*(_closure(program, i) for i in need))):
-            ins = program[i]
-            if ins.op == "const":
-                src.add(f"v{i} = c{ins.arg}")
-            elif ins.op in _R_NAMES:
-                src.add(f"v{i} = {reduced_value(i, True)}")
-            else:
-                fmt = unary.get(Op(ins.op)) or _B[Op(ins.op)]
-                src.add(f"v{i} = {fmt.format(*(f'v{a}' for a in ins.args))}")
+            src.add(f"v{i} = {value(i, True)}")
         for i in need:
             src.add(f"h{i}[u] = v{i}")
         src.depth -= 1
@@ -443,17 +439,14 @@ def _reductions(src: _Lines, program: tuple, R: tuple, n: int, meta: dict, args:
     # whose value the epilogue needs again (softmax's exp(x - max)) stores it in the output's
     # tile ("stash"), and the epilogue reads it back instead of recomputing it. The executor never
     # runs such a kernel with the output sharing memory with an input (it takes a temp then).
-    stash = -1
-    out_mask = meta[out_buf][1] if out_buf in meta else -1
-    if not lanes_mode and reread and stash_ok and out_mask >= 0 and \
-            not any(out_mask >> k & 1 for k in R):
+    stash, stash_pass = -1, -1        # the stashed instruction, and the pass that stores it
+    if not lanes_mode and reread and stash_ok and not any(meta[out_buf][1] >> k & 1 for k in R):
         epi = _closure(program, top)
         for r in red:
             g = program[r].args[0]
             if g in epi and program[g].op not in ("load", "const"):
-                stash = g
+                stash, stash_pass = g, r
     lead_out = ", ".join(f"j{k}" for k in range(inner))
-    reading_stash = [False]
 
     for variant, parallel in (("serial", False), ("parallel", True)):
         src.add(f'\n\n@njit(parallel={parallel}, cache=True, error_model="numpy")')
@@ -528,8 +521,7 @@ def _reductions(src: _Lines, program: tuple, R: tuple, n: int, meta: dict, args:
                 src.add(f"    w = min(LANES, dom[{inner}] - q)")
                 src.depth += 1
             order = _closure(program, program[r].args[0])
-            stashing = program[r].args[0] == stash and r == max(
-                q for q in red if program[q].args[0] == stash)
+            stashing = r == stash_pass
             if stashing:
                 src.add(f"# stash: v{stash} into the output tile, read back by the epilogue")
                 src.add(f"so = out[{lead_out + ', ' if lead_out else ''}c:c + w]")
@@ -563,9 +555,7 @@ def _reductions(src: _Lines, program: tuple, R: tuple, n: int, meta: dict, args:
             hoist(order)
             open_loops(outer_red, "out.shape")
             src.add(f"ro = out[{lead_out + ', ' if lead_out else ''}c:c + w]")
-            reading_stash[0] = True
-            emit_body(order, True, "c")
-            reading_stash[0] = False
+            emit_body(order, True, "c", stashed=stash)
             src.add(f"ro[u] = STORE(v{top})")
         src.depth = 0
 
