@@ -125,24 +125,25 @@ class Backend:
     # ---------------------------------------------------------------- reductions and statistics
     def _reduced_count(self, a: Any, axis: Any, op: str) -> int:
         shape = shape_of(a)
+        key = (shape, axis)
         try:
-            return _COUNTS[(shape, axis)]
-        except (KeyError, TypeError):  # TypeError: an unhashable axis (a list)
-            n = math.prod(shape[i] for i in S.norm_axes(axis, len(shape), op))
-        try:
+            return _COUNTS[key]
+        except KeyError:
+            hashable = True
+        except TypeError:  # an unhashable axis (a list): not memoised
+            hashable = False
+        n = math.prod(shape[i] for i in S.norm_axes(axis, len(shape), op))
+        if hashable:
             if len(_COUNTS) > 4096:
                 _COUNTS.clear()
-            _COUNTS[(shape, axis)] = n
-        except TypeError:
-            pass
+            _COUNTS[key] = n
         return n
 
     def mean(self, a: Any, axis: Any = None, partial: Any = None, out: Any = None,
              keepdims: bool = True) -> Any:
         n = self._reduced_count(a, axis, "mean")
-        total = self.sum(a, axis=axis, keepdims=keepdims)
-        scale = 1.0 / n if n else math.nan
-        return total * scale if out is None else build(Op.MUL, total, scale, out=out)
+        return build(Op.MUL, self.sum(a, axis=axis, keepdims=keepdims), 1.0 / n if n else math.nan,
+                     out=out)
 
     def var(self, a: Any, axis: Any = None, partial: Any = None, out: Any = None,
             keepdims: bool = True, binary: bool = False, ddof: int = 0) -> Any:
@@ -150,8 +151,7 @@ class Backend:
         n = self._reduced_count(a, axis, "var") - ddof
         centred = a - self.mean(a, axis=axis, keepdims=True)
         total = self.sum(self.square(centred), axis=axis, keepdims=keepdims)
-        scale = 1.0 / n if n > 0 else math.nan
-        return total * scale if out is None else build(Op.MUL, total, scale, out=out)
+        return build(Op.MUL, total, 1.0 / n if n > 0 else math.nan, out=out)
 
     def std(self, a: Any, axis: Any = None, partial: Any = None, out: Any = None,
             keepdims: bool = True, ddof: int = 0) -> Any:
