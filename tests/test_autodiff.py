@@ -121,7 +121,6 @@ def test_constant_operands(be, const):
 @pytest.mark.parametrize("axis", [None, 0, 1, (0, 2), 2])
 @pytest.mark.parametrize("keepdims", [True, False])
 def test_reductions(be, kind, axis, keepdims):
-    fn = getattr(be, kind)
     check(be, lambda b, x: getattr(b, kind)(x, axis=axis, keepdims=keepdims) * 1.0,
           [rand((2, 3, 4), seed=4)])
 

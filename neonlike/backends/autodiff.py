@@ -69,16 +69,13 @@ def unary(op: Op, a: Grad) -> Grad:
     return build(op, a, None)
 
 
-def unbroadcast(g: Grad, shape: tuple, logical: tuple | None = None) -> Grad:
+def unbroadcast(g: Grad, shape: tuple, logical: tuple) -> Grad:
     """The increment `g`, which stands for a gradient of shape `logical` (g itself may be smaller
     and broadcast to it, or a number), summed over the axes along which `shape` was broadcast to
     `logical` (numpy's rules: missing leading axes and axes of size 1), in `shape`'s rank.
 
     Where g already has size 1 on such an axis it is constant along it, so the sum is g times
     the axis' extent."""
-    logical = tuple(shape_of(g)) if logical is None and not _num(g) else logical
-    if logical is None:
-        return g
     n = len(logical)
     padded = (1,) * (n - len(shape)) + tuple(shape)
     gs = (1,) * n if _num(g) else (1,) * (n - len(shape_of(g))) + tuple(shape_of(g))
@@ -126,16 +123,20 @@ def _transpose(x: Any, y: Any, z: Any, dz: Grad, d: dict) -> tuple:
 
 
 def _tree(dz: Grad, z: Any) -> Grad:
-    """dz as an operand of a structural op or a dot, which do not broadcast: a number, or a tree
-    smaller than z (a sum's gradient), becomes a tree of z's shape."""
-    if not _num(dz) and tuple(shape_of(dz)) == tuple(shape_of(z)):
-        return dz
-    return _full(dz, shape_of(z))
+    """dz as an operand of a structural op or a dot, which do not broadcast."""
+    return _full_shape(dz, shape_of(z))
+
+
+def _full_shape(g: Grad, shape: tuple) -> Grad:
+    """A number, or a tree smaller than `shape` (a sum's gradient), as a tree of `shape`."""
+    if not _num(g) and tuple(shape_of(g)) == tuple(shape):
+        return g
+    return _full(g, shape)
 
 
 def _full(value: Grad, shape: tuple) -> Grad:
-    from .. import NervanaObject  # the constant tensor lives on the global backend
-    return build(Op.MUL, NervanaObject.be.ones(shape), value)
+    """`value` (a number, or a tree broadcasting to `shape`) as a tree of `shape`."""
+    return build(Op.MUL, _ones(shape), value)
 
 
 def _reshape(x: Any, y: Any, z: Any, dz: Grad, d: dict) -> tuple:
@@ -174,28 +175,39 @@ def _extreme(op: Op) -> Rule:
     return rule
 
 
-_IOTAS: dict = {}
+_CONSTANTS: dict = {}
+
+
+def _constant(kind: str, shape: tuple, axis: int | None, make: Callable[[], np.ndarray]) -> Any:
+    """A constant tensor on the global backend (neon's NervanaObject.be), made once per
+    (backend, kind, shape, axis) and kept (at most 64; a tensor keeps its backend alive)."""
+    from .. import NervanaObject
+    be = NervanaObject.be
+    key = (id(be), kind, shape, axis)
+    t = _CONSTANTS.get(key)
+    if t is None:
+        values = make()
+        if len(_CONSTANTS) >= 64:
+            _CONSTANTS.clear()
+        t = _CONSTANTS[key] = be.array(values, dtype=np.float32 if values.size < 2 ** 24
+                                       else np.float64)
+    return t
+
+
+def _ones(shape: tuple) -> Any:
+    return _constant("ones", shape, None, lambda: np.ones(shape))
 
 
 def _iota(shape: tuple, axis: int | None) -> Any:
-    """A constant tensor of element positions: along `axis` (broadcasting over the others), or
-    flat C-order positions for axis None. Kept per (backend, shape, axis), at most 64."""
-    from .. import NervanaObject
-    be = NervanaObject.be
-    key = (id(be), shape, axis)
-    t = _IOTAS.get(key)
-    if t is None:
+    """Element positions: along `axis` (broadcasting over the others), or flat C-order positions
+    for axis None."""
+    def make() -> np.ndarray:
         if axis is None:
-            values = np.arange(math.prod(shape), dtype=np.float64).reshape(shape)
-        else:
-            view = [1] * len(shape)
-            view[axis] = shape[axis]
-            values = np.arange(shape[axis], dtype=np.float64).reshape(view)
-        if len(_IOTAS) >= 64:
-            _IOTAS.clear()
-        t = _IOTAS[key] = be.array(values, dtype=np.float32 if math.prod(shape) < 2 ** 24
-                                   else np.float64)
-    return t
+            return np.arange(math.prod(shape), dtype=np.float64).reshape(shape)
+        view = [1] * len(shape)
+        view[axis] = shape[axis]
+        return np.arange(shape[axis], dtype=np.float64).reshape(view)
+    return _constant("iota", shape, axis, make)
 
 
 def _pow(x: Any, y: Any, z: Any, dz: Grad, d: dict) -> tuple:
@@ -233,7 +245,9 @@ def _cast(x: Any, y: Any, z: Any, dz: Grad, d: dict) -> tuple:
     return (dz if d["dtype"].kind == "f" else None), None
 
 
-SQRT1 = lambda a: unary(Op.SQRT, a)  # noqa: E731
+def _sqrt(a: Grad) -> Grad:
+    return unary(Op.SQRT, a)
+
 
 RULES: dict[Op, Rule] = {
     Op.NEG: _u(lambda x, z, dz: neg(dz)),
@@ -256,13 +270,13 @@ RULES: dict[Op, Rule] = {
     Op.SIN: _u(lambda x, z, dz: mul(dz, unary(Op.COS, x))),
     Op.COS: _u(lambda x, z, dz: neg(mul(dz, unary(Op.SIN, x)))),
     Op.TAN: _u(lambda x, z, dz: mul(dz, add(1.0, mul(z, z)))),
-    Op.ASIN: _u(lambda x, z, dz: div(dz, SQRT1(add(1.0, neg(mul(x, x)))))),
-    Op.ACOS: _u(lambda x, z, dz: neg(div(dz, SQRT1(add(1.0, neg(mul(x, x))))))),
+    Op.ASIN: _u(lambda x, z, dz: div(dz, _sqrt(add(1.0, neg(mul(x, x)))))),
+    Op.ACOS: _u(lambda x, z, dz: neg(div(dz, _sqrt(add(1.0, neg(mul(x, x))))))),
     Op.ATAN: _u(lambda x, z, dz: div(dz, add(1.0, mul(x, x)))),
     Op.SINH: _u(lambda x, z, dz: mul(dz, unary(Op.COSH, x))),
     Op.COSH: _u(lambda x, z, dz: mul(dz, unary(Op.SINH, x))),
-    Op.ASINH: _u(lambda x, z, dz: div(dz, SQRT1(add(mul(x, x), 1.0)))),
-    Op.ACOSH: _u(lambda x, z, dz: div(dz, SQRT1(add(mul(x, x), -1.0)))),
+    Op.ASINH: _u(lambda x, z, dz: div(dz, _sqrt(add(mul(x, x), 1.0)))),
+    Op.ACOSH: _u(lambda x, z, dz: div(dz, _sqrt(add(mul(x, x), -1.0)))),
     Op.ATANH: _u(lambda x, z, dz: div(dz, add(1.0, neg(mul(x, x))))),
     Op.ADD: lambda x, y, z, dz, d: (dz, dz),
     Op.SUB: lambda x, y, z, dz, d: (dz, neg(dz)),
@@ -324,7 +338,7 @@ def _embed(be: Any, g: Grad, view: Any, base: Any) -> Grad:
     where = np.full(grid.size, n, dtype=np.int64)     # n: the appended zero
     where[pos.ravel()] = np.arange(n)
     flat = build(Op.RESHAPE, g, None, newshape=(1, n))
-    padded = build(Op.CONCAT, flat, build(Op.MUL, be.ones((1, 1)), 0.0), axis=1)
+    padded = build(Op.CONCAT, flat, _full(0.0, (1, 1)), axis=1)
     gathered = build(Op.TAKE, padded, be.array(where.reshape(1, -1).astype(np.float32)
                                                if grid.size < 2 ** 24 else where.reshape(1, -1)),
                      axis=1)
@@ -415,17 +429,12 @@ class Autodiff:
         out = []
         for t in tensors:
             entry = self._leaves.get(id(t))
-            g = None if entry is None else self._full_shape(entry[1], t.shape)
+            g = None if entry is None else _full_shape(entry[1], t.shape)
             for v, gv in self._views_of(t):   # views of t in the tree: their gradient in place
-                g = add(g, _embed(self.be, self._full_shape(gv, v.shape), v, t)) \
-                    if g is not None else _embed(self.be, self._full_shape(gv, v.shape), v, t)
+                e = _embed(self.be, _full_shape(gv, v.shape), v, t)
+                g = e if g is None else add(g, e)
             out.append(build(Op.MUL, t, 0.0) if g is None else g)
         return out
-
-    def _full_shape(self, g: Grad, shape: tuple) -> Grad:
-        if _num(g) or tuple(shape_of(g)) != tuple(shape):  # broadcast up to the tensor's shape
-            return build(Op.MUL, self._ones(shape), g)
-        return g
 
     def _views_of(self, t: Any) -> list:
         """(view, its gradient) for each leaf of the tree that is another Tensor over part of t's
@@ -445,12 +454,6 @@ class Autodiff:
             if np.shares_memory(vm, mem):
                 found.append((v, g))
         return found
-
-    def _ones(self, shape: tuple) -> Any:
-        cache = self.__dict__.setdefault("_ones_cache", {})
-        if shape not in cache:
-            cache[shape] = self.be.ones(shape)
-        return cache[shape]
 
     def get_grad_tensor(self, tensors: Sequence[Any]) -> list:
         """The gradients executed into new tensors."""
@@ -484,7 +487,6 @@ class Autodiff:
 
     def cleanup(self) -> None:
         self._leaves = {}
-        self.__dict__.pop("_ones_cache", None)
 
 
 __all__ = ["Autodiff", "RULES", "gradients", "unbroadcast"]
