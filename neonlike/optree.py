@@ -241,6 +241,15 @@ def _build_elementwise(op: Op, arity: int, a: Any, b: Any) -> Any:
     return tuple.__new__(OpTreeNode, (d, a, b))
 
 
+def trusted_node(op: Op, shape: tuple, items: tuple | None, a: Any, b: Any) -> Any:
+    """A node whose shape and attrs (`items`, as the node's op_dict holds them after op and
+    shape) are already known right for these operands (a replayed gradient plan): no checks."""
+    d = _new_opdict(OpDict)
+    _dict_update(d, items or (), op=op, shape=shape)
+    _intern(d, op, items, a, b)
+    return tuple.__new__(OpTreeNode, (d, a, b))
+
+
 def build(op: Any, a: Any, b: Any, out: Any = None, **kwargs: Any) -> Any:
     """Check operands, infer the shape and make a node; `assign` (or `out=`) executes it at once."""
     op = op if type(op) is Op else as_op(op)

@@ -177,6 +177,11 @@ class Tensor(Operators, Tensor_):
     def get(self) -> np.ndarray:
         raise NotImplementedError(f"{type(self).__name__} does not implement get()")
 
+    def _layout(self) -> tuple | None:
+        """(offset, strides) of this tensor's elements in its `_original_base`'s memory, counted in
+        elements, or None where the device cannot say (Autodiff places views' gradients by it)."""
+        return None
+
     def _store(self, values: np.ndarray) -> None:
         """Write host values (already checked to broadcast to self.shape), converting to dtype."""
         raise NotImplementedError(f"{type(self).__name__} does not implement _store()")

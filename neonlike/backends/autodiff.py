@@ -19,13 +19,16 @@ How (neon's algorithm, without its failures):
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
-from typing import Any, Callable, Sequence
+from collections import OrderedDict
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from ..ops import LN2, OP_INFO, SAFELOG_MIN, Kind, Op
-from ..optree import OpTreeNode, Operators, build, shape_of
+from ..optree import OpTreeNode, Operators, build, shape_of, trusted_node
 
 Grad = Any  # an op-tree, a Tensor or a Python number
 
@@ -175,39 +178,51 @@ def _extreme(op: Op) -> Rule:
     return rule
 
 
-_CONSTANTS: dict = {}
+_CONSTANTS: dict = {}      # (id(backend), kind, shape, detail) -> Tensor
+_CONSTANT_KEYS: dict = {}  # id(Tensor) -> (kind, shape, detail): how a plan names a constant
+_MAKERS: dict = {}         # kind -> detail-taking maker of its values
+_BACKEND: list = [None]    # the backend of the Autodiff being built (constants live on it)
 
 
-def _constant(kind: str, shape: tuple, axis: int | None, make: Callable[[], np.ndarray]) -> Any:
-    """A constant tensor on the global backend (neon's NervanaObject.be), made once per
-    (backend, kind, shape, axis) and kept (at most 64; a tensor keeps its backend alive)."""
-    from .. import NervanaObject
-    be = NervanaObject.be
-    key = (id(be), kind, shape, axis)
+def _constant(kind: str, shape: tuple, detail: Any) -> Any:
+    """A constant tensor (ones, positions) on the current Autodiff's backend, made once per
+    (backend, kind, shape, detail) and kept (at most 64; a tensor keeps its backend alive)."""
+    be = _BACKEND[0]
+    if be is None:
+        from .. import NervanaObject
+        be = NervanaObject.be
+    key = (id(be), kind, shape, detail)
     t = _CONSTANTS.get(key)
     if t is None:
-        values = make()
+        values = _MAKERS[kind](shape, detail)
         if len(_CONSTANTS) >= 64:
             _CONSTANTS.clear()
+            _CONSTANT_KEYS.clear()
         t = _CONSTANTS[key] = be.array(values, dtype=np.float32 if values.size < 2 ** 24
                                        else np.float64)
+        _CONSTANT_KEYS[id(t)] = (kind, shape, detail)
     return t
 
 
 def _ones(shape: tuple) -> Any:
-    return _constant("ones", shape, None, lambda: np.ones(shape))
+    return _constant("ones", shape, None)
 
 
 def _iota(shape: tuple, axis: int | None) -> Any:
     """Element positions: along `axis` (broadcasting over the others), or flat C-order positions
     for axis None."""
-    def make() -> np.ndarray:
-        if axis is None:
-            return np.arange(math.prod(shape), dtype=np.float64).reshape(shape)
-        view = [1] * len(shape)
-        view[axis] = shape[axis]
-        return np.arange(shape[axis], dtype=np.float64).reshape(view)
-    return _constant("iota", shape, axis, make)
+    return _constant("iota", shape, axis)
+
+
+def _make_iota(shape: tuple, axis: int | None) -> np.ndarray:
+    if axis is None:
+        return np.arange(math.prod(shape), dtype=np.float64).reshape(shape)
+    view = [1] * len(shape)
+    view[axis] = shape[axis]
+    return np.arange(shape[axis], dtype=np.float64).reshape(view)
+
+
+_MAKERS.update(ones=lambda shape, detail: np.ones(shape), iota=_make_iota)
 
 
 def _pow(x: Any, y: Any, z: Any, dz: Grad, d: dict) -> tuple:
@@ -226,10 +241,13 @@ def _minmax(op: Op) -> Rule:
 
 
 def _concat(x: Any, y: Any, z: Any, dz: Grad, d: dict) -> tuple:
-    from .. import NervanaObject
-    be, axis = NervanaObject.be, d["axis"]
-    dz, na, nz = _tree(dz, z), shape_of(x)[axis], shape_of(z)[axis]
-    return be.slice(dz, [0], [na], [axis]), be.slice(dz, [na], [nz], [axis])
+    axis, g = d["axis"], _tree(dz, z)
+    na, nz = shape_of(x)[axis], shape_of(z)[axis]
+
+    def part(lo: int, hi: int) -> Any:
+        index = tuple(slice(lo, hi) if i == axis else slice(None) for i in range(len(shape_of(z))))
+        return build(Op.SLICE, g, None, index=index)
+    return part(0, na), part(na, nz)
 
 
 def _tile(x: Any, y: Any, z: Any, dz: Grad, d: dict) -> tuple:
@@ -239,6 +257,69 @@ def _tile(x: Any, y: Any, z: Any, dz: Grad, d: dict) -> tuple:
     g = build(Op.RESHAPE, _tree(dz, z), None, newshape=split)
     g = build(Op.SUM, g, None, axis=tuple(range(0, len(split), 2)), keepdims=False)
     return build(Op.RESHAPE, g, None, newshape=shape_of(x)), None
+
+
+def _zeros(shape: tuple) -> Grad:
+    return _full(0.0, shape)
+
+
+def _place(g: Grad, axis: int, n: int, picked: range) -> Grad:
+    """g, whose `axis` holds the elements at positions `picked` of an axis of length n, spread
+    out to length n: g's values in their places, zeros elsewhere (one slice's gradient)."""
+    gs = shape_of(g)
+    at = gs[:axis], gs[axis + 1:]
+    m = len(picked)
+    if m == 0:
+        return _zeros(at[0] + (n,) + at[1])
+    step = picked.step
+    if step < 0:   # descending positions: reverse g, then place it as an ascending run
+        flip = tuple(slice(None, None, -1) if i == axis else slice(None) for i in range(len(gs)))
+        g, picked, step = build(Op.SLICE, g, None, index=flip), picked[::-1], -step
+    if step > 1 and m > 1:   # interleave step-1 zeros after each value, then cut the tail
+        g = build(Op.RESHAPE, g, None, newshape=at[0] + (m, 1) + at[1])
+        g = build(Op.CONCAT, g, _zeros(at[0] + (m, step - 1) + at[1]), axis=axis + 1)
+        g = build(Op.RESHAPE, g, None, newshape=at[0] + (m * step,) + at[1])
+        span = (m - 1) * step + 1
+        cut = tuple(slice(0, span) if i == axis else slice(None) for i in range(len(gs)))
+        g = build(Op.SLICE, g, None, index=cut)
+    else:
+        span = m
+    lo = picked[0]
+    if lo:
+        g = build(Op.CONCAT, _zeros(at[0] + (lo,) + at[1]), g, axis=axis)
+    if n - lo - span:
+        g = build(Op.CONCAT, g, _zeros(at[0] + (n - lo - span,) + at[1]), axis=axis)
+    return g
+
+
+def _slice(x: Any, y: Any, z: Any, dz: Grad, d: dict) -> tuple:
+    """A slice's gradient lands in the slice's place, zero elsewhere (axis by axis)."""
+    g, shape = _tree(dz, z), shape_of(x)
+    for axis, spec in enumerate(d["index"]):
+        picked = range(*spec)
+        if len(picked) != shape[axis] or picked.step != 1:
+            g = _place(g, axis, shape[axis], picked)
+    return g, None
+
+
+def _take(x: Any, y: Any, z: Any, dz: Grad, d: dict) -> tuple:
+    """take's gradient adds dz's entries into the taken positions (repeats add up): a product
+    with the indices' one-hot matrix (negative indices count from the end, as numpy's)."""
+    axis, xs, zs = d["axis"], shape_of(x), shape_of(z)
+    n, m = xs[axis], zs[axis]
+    index = add(y, mul(build(Op.LT, y, 0.0), float(n)))
+    hot = build(Op.ONEHOT, index, None, depth=n, axis=0)             # (n, m)
+    g = _tree(dz, z)
+    rest = zs[:axis] + zs[axis + 1:]
+    front = (axis,) + tuple(i for i in range(len(zs)) if i != axis)  # the taken axis first
+    if front != tuple(range(len(zs))):
+        g = build(Op.TRANSPOSE, g, None, axes=front)
+    g = build(Op.RESHAPE, g, None, newshape=(m, math.prod(rest)))
+    g = build(Op.DOT, hot, g)                                         # (n, rest)
+    g = build(Op.RESHAPE, g, None, newshape=(n,) + rest)
+    if front != tuple(range(len(zs))):
+        g = build(Op.TRANSPOSE, g, None, axes=tuple(int(i) for i in np.argsort(front)))
+    return g, None
 
 
 def _cast(x: Any, y: Any, z: Any, dz: Grad, d: dict) -> tuple:
@@ -291,6 +372,8 @@ RULES: dict[Op, Rule] = {
     Op.DOT: _dot,
     Op.TRANSPOSE: _transpose,
     Op.RESHAPE: _reshape,
+    Op.SLICE: _slice,
+    Op.TAKE: _take,
     Op.CONCAT: _concat,
     Op.TILE: _tile,
     Op.CAST: _cast,
@@ -302,55 +385,75 @@ for _op in (Op.SGN, Op.FINITE, Op.RINT, Op.CEIL, Op.FLOOR, Op.NOT, Op.EQ, Op.NE,
 
 
 # ---------------------------------------------------------------- views
-def _positions(view: np.ndarray, base: np.ndarray) -> np.ndarray | None:
-    """For each element of `view` (a numpy view into `base`'s memory), its C-order position in
-    `base`; None where the view is not made of whole elements of a C-contiguous base."""
-    if not base.flags.c_contiguous or view.dtype != base.dtype:
-        return None
-    item = base.itemsize
-    offset = view.__array_interface__["data"][0] - base.__array_interface__["data"][0]
-    if offset % item or any(s % item for s in view.strides):
-        return None
-    pos = np.lib.stride_tricks.as_strided(
-        np.arange(base.size, dtype=np.int64)[offset // item:], shape=view.shape,
-        strides=tuple(s // item * 8 for s in view.strides))
-    if pos.size and (pos.min() < 0 or pos.max() >= base.size):
-        return None
-    return np.array(pos)
+# A leaf may be a view of a tensor asked about (x[0], x.T, a reshape): both have the same
+# `_original_base`, and the device tells where each element lies in that base's memory
+# (Tensor._layout: offset and strides in elements). A view's elements are distinct, so its
+# gradient reaches the tensor by a gather, not a scatter-add.
+def _addresses(layout: tuple, shape: tuple) -> np.ndarray:
+    offset, strides = layout
+    addr = np.full(shape, offset, dtype=np.int64)
+    for axis, (n, step) in enumerate(zip(shape, strides)):
+        along = [1] * len(shape)
+        along[axis] = n
+        addr = addr + (np.arange(n, dtype=np.int64) * step).reshape(along)
+    return addr.ravel()
 
 
-def _embed(be: Any, g: Grad, view: Any, base: Any) -> Grad:
-    """The gradient `g` of a view of `base`, as a gradient of `base`: in the view's place, zero
-    elsewhere (a view's elements are distinct, so this is a gather, not a scatter-add)."""
-    pos = _positions(view._host(), base._host())
-    if pos is None:
-        raise NotImplementedError(f"Autodiff: the tree reads a view of shape {view.shape} that is "
-                                  f"not a strided view of the tensor of shape {base.shape}")
-    shape = tuple(base.shape)
-    grid = np.arange(math.prod(shape)).reshape(shape)
-    if pos.shape == shape and np.array_equal(pos, grid):
-        return g
-    if pos.shape == shape[::-1] and np.array_equal(pos, grid.T):
+@functools.lru_cache(maxsize=64)
+def _gather_index(detail: tuple) -> np.ndarray | None:
+    """For each element of the tensor (C order), the flat index of the view's element at the same
+    address, or the view's size where there is none; None where they share no element."""
+    view_shape, view_layout, shape, layout = detail
+    view, mine = _addresses(view_layout, view_shape), _addresses(layout, shape)
+    order = np.argsort(view, kind="stable")
+    sorted_view = view[order]
+    k = np.minimum(np.searchsorted(sorted_view, mine), max(view.size - 1, 0))
+    hit = sorted_view[k] == mine if view.size else np.zeros(mine.size, dtype=bool)
+    if not hit.any():
+        return None
+    return np.where(hit, order[k], view.size).astype(np.int64)
+
+
+_MAKERS["gather"] = lambda shape, detail: _gather_index(detail).reshape(1, -1).astype(np.float64)
+
+
+def _view_detail(view: Any, t: Any) -> tuple:
+    lv, lt = view._layout(), t._layout()
+    if lv is None or lt is None:
+        raise NotImplementedError(
+            f"Autodiff: the tree reads a tensor of shape {view.shape} that shares memory with the "
+            f"tensor of shape {t.shape} asked about, and {type(t).__name__} does not say where its "
+            f"elements lie (Tensor._layout); ask for the gradient of the tensor the tree reads")
+    return tuple(view.shape), lv, tuple(t.shape), lt
+
+
+def _embed(g: Grad, view: Any, t: Any) -> Grad | None:
+    """The gradient `g` of `view` as a gradient of `t` (same memory): in the view's places, zero
+    elsewhere; None where they share no element."""
+    detail = _view_detail(view, t)
+    where = _gather_index(detail)
+    if where is None:
+        return None
+    shape, n = tuple(t.shape), math.prod(view.shape)
+    grid = np.arange(n)
+    if where.size == n and np.array_equal(where, grid):             # a reshape of t
+        return g if tuple(view.shape) == shape else build(Op.RESHAPE, g, None, newshape=shape)
+    if len(shape) == 2 and tuple(view.shape) == shape[::-1] and \
+            np.array_equal(where, grid.reshape(shape[::-1]).T.ravel()):  # t.T
         return build(Op.TRANSPOSE, g, None, axes=None)
-    if pos.size == grid.size and np.array_equal(pos.ravel(), grid.ravel()):
-        return build(Op.RESHAPE, g, None, newshape=shape)
-    n = pos.size
-    where = np.full(grid.size, n, dtype=np.int64)     # n: the appended zero
-    where[pos.ravel()] = np.arange(n)
     flat = build(Op.RESHAPE, g, None, newshape=(1, n))
-    padded = build(Op.CONCAT, flat, _full(0.0, (1, 1)), axis=1)
-    gathered = build(Op.TAKE, padded, be.array(where.reshape(1, -1).astype(np.float32)
-                                               if grid.size < 2 ** 24 else where.reshape(1, -1)),
-                     axis=1)
+    padded = build(Op.CONCAT, flat, _zeros((1, 1)), axis=1)          # index n: the zero
+    gathered = build(Op.TAKE, padded, _constant("gather", shape, detail), axis=1)
     return build(Op.RESHAPE, gathered, None, newshape=shape)
 
 
 # ---------------------------------------------------------------- the walk
-def _dag_postorder(root: Any) -> list:
-    """The op nodes under `root` (root included), each once, children before parents."""
+def _dag_postorder(root: Any, stop: Any = ()) -> list:
+    """The op nodes under `root` (root included), each once, children before parents; nodes
+    whose id is in `stop` are neither listed nor entered."""
     order: list = []
-    seen: set = set()
-    stack = [(root, False)]
+    seen: set = set(stop)
+    stack = [] if id(root) in seen else [(root, False)]
     while stack:
         node, expanded = stack.pop()
         if id(node) in seen:
@@ -366,8 +469,9 @@ def _dag_postorder(root: Any) -> list:
     return order
 
 
-def gradients(root: Any, seed: Grad) -> dict:
-    """{id(tensor): (tensor, gradient)} for every Tensor under `root`, given d(root) = seed."""
+def gradients(root: Any, seed: Grad, nodes: list | None = None) -> dict:
+    """{id(tensor): (tensor, gradient)} for every Tensor under `root`, given d(root) = seed
+    (`nodes`: root's _dag_postorder, where the caller has it)."""
     grads: dict = {}
     leaves: dict = {}
     if not isinstance(root, OpTreeNode):
@@ -375,7 +479,7 @@ def gradients(root: Any, seed: Grad) -> dict:
             leaves[id(root)] = (root, seed)
         return leaves
     grads[id(root)] = seed
-    for node in reversed(_dag_postorder(root)):
+    for node in reversed(_dag_postorder(root) if nodes is None else nodes):
         dz = grads.pop(id(node), None)
         if dz is None:
             continue
@@ -402,11 +506,158 @@ def gradients(root: Any, seed: Grad) -> dict:
     return leaves
 
 
+# ---------------------------------------------------------------- gradient plans
+# Building gradients is the same work for every tree of one structure, so the first build is
+# recorded as a plan: a tape of nodes to make, whose operands name the forward tree's nodes ("n",
+# post-order position), its tensors ("t", first-use order), the seed ("e"), earlier tape entries
+# ("g"), constants by kind ("k") or numbers. A later tree with the same key (ops, attrs, shapes,
+# constants, which operand is which node or tensor; tensors' shapes and dtypes) replays the tape
+# over its own nodes and tensors. Plans hold no tensor; at most PLANS_MAX are kept (LRU).
+PLANS_MAX = 256
+_PLANS: OrderedDict = OrderedDict()
+PLAN_STATS = {"hits": 0, "misses": 0, "unplanned": 0}
+
+
+class _Unplannable(Exception):
+    """A gradient reads an object a plan cannot name (then the gradients are built every time)."""
+
+
+def _attrs(d: dict) -> tuple:
+    """A node's attributes (its op_dict less op and shape), in the order its op's shape rule gave."""
+    return tuple(item for item in d.items() if item[0] != "op" and item[0] != "shape")
+
+
+def _signature(root: Any, seed: Grad) -> tuple:
+    """(key, nodes, tensors) of a tree: its structure, its DAG post-order, its distinct tensors."""
+    nodes = _dag_postorder(root)
+    position = {id(n): i for i, n in enumerate(nodes)}
+    tensors: list = []
+    found: dict = {}
+
+    def ref(x: Any) -> Any:
+        if x is None:
+            return None
+        i = position.get(id(x))
+        if i is not None:
+            return "n", i
+        if isinstance(x, Operators):
+            j = found.get(id(x))
+            if j is None:
+                j = found[id(x)] = len(tensors)
+                tensors.append(x)
+            return "t", j
+        return "c", type(x), x, math.copysign(1.0, x) if x == 0 else 0   # -0.0 is not 0.0
+
+    parts = tuple((d["op"], d["shape"], _attrs(d), ref(x), ref(y)) for d, x, y in nodes)
+    seed_ref = ref(seed) if _num(seed) or id(seed) in position or id(seed) in found \
+        else ("e", tuple(shape_of(seed)))
+    key = (parts, tuple((t.shape, t.dtype) for t in tensors), seed_ref)
+    return key, nodes, tensors
+
+
+def _record(leaves: dict, nodes: list, tensors: list, seed: Grad) -> tuple:
+    """The plan of `leaves` (gradients() of a tree): (tape, outputs)."""
+    refs = {id(n): ("n", i) for i, n in enumerate(nodes)}
+    refs.update((id(t), ("t", j)) for j, t in enumerate(tensors))
+    if not _num(seed):
+        refs.setdefault(id(seed), ("e",))
+    tape: list = []
+    made: dict = {}
+    be = _BACKEND[0]
+
+    def ref(x: Any) -> Any:
+        if x is None or _num(x):
+            return x
+        r = refs.get(id(x)) or made.get(id(x))
+        if r is not None:
+            return r
+        kind = _CONSTANT_KEYS.get(id(x))
+        if kind is not None and _CONSTANTS.get((id(be), *kind)) is x:
+            return ("k", *kind)
+        raise _Unplannable(type(x).__name__)
+
+    outputs = []
+    for tensor, g in leaves.values():
+        if isinstance(g, OpTreeNode):
+            for node in _dag_postorder(g, stop=refs.keys() | made.keys()):
+                d, x, y = node
+                tape.append((d["op"], d["shape"], _attrs(d) or None, ref(x), ref(y)))
+                made[id(node)] = ("g", len(tape) - 1)
+        outputs.append((refs[id(tensor)][1], ref(g)))
+    return tuple(tape), tuple(outputs)
+
+
+def _replay(plan: tuple, nodes: list, tensors: list, seed: Grad) -> dict:
+    tape, outputs = plan
+    made: list = []
+
+    def value(r: Any) -> Any:
+        if type(r) is not tuple:
+            return r                       # a number, or None
+        tag = r[0]
+        if tag == "g":
+            return made[r[1]]
+        if tag == "n":
+            return nodes[r[1]]
+        if tag == "t":
+            return tensors[r[1]]
+        if tag == "e":
+            return seed
+        return _constant(*r[1:])
+
+    for op, shape, items, x, y in tape:
+        made.append(trusted_node(op, shape, items, value(x), value(y)))
+    return {id(tensors[j]): (tensors[j], value(g)) for j, g in outputs}
+
+
+def leaf_gradients(root: Any, seed: Grad) -> dict:
+    """gradients(root, seed), from the memoised plan of root's structure where there is one."""
+    if not isinstance(root, OpTreeNode):
+        return gradients(root, seed)
+    try:
+        key, nodes, tensors = _signature(root, seed)
+        plan = _PLANS.get(key)
+    except TypeError:                      # an unhashable attribute: no plan
+        PLAN_STATS["unplanned"] += 1
+        return gradients(root, seed)
+    if plan is not None:
+        PLAN_STATS["hits"] += 1
+        _PLANS.move_to_end(key)
+        return _replay(plan, nodes, tensors, seed)
+    PLAN_STATS["misses"] += 1
+    leaves = gradients(root, seed, nodes)
+    try:
+        plan = _record(leaves, nodes, tensors, seed)
+    except _Unplannable:
+        PLAN_STATS["unplanned"] += 1
+        return leaves
+    _PLANS[key] = plan
+    if len(_PLANS) > PLANS_MAX:
+        _PLANS.popitem(last=False)
+    return leaves
+
+
+def clear_plans() -> None:
+    """Forget every gradient plan and zero PLAN_STATS."""
+    _PLANS.clear()
+    PLAN_STATS.update(hits=0, misses=0, unplanned=0)
+
+
+@contextlib.contextmanager
+def _on(be: Any) -> Iterator[None]:
+    """Constants made meanwhile live on `be`."""
+    old, _BACKEND[0] = _BACKEND[0], be
+    try:
+        yield
+    finally:
+        _BACKEND[0] = old
+
+
 class Autodiff:
     """neon's Autodiff: gradients of `op_tree` with respect to tensors, as op-trees.
 
     next_error: the gradient flowing into op_tree (a Tensor or op-tree of op_tree's shape, or a
-    number); None means ones.
+    number); None means ones. Trees of one structure share one gradient plan (PLAN_STATS).
     """
 
     def __init__(self, op_tree: Any, be: Any, next_error: Any = None) -> None:
@@ -420,40 +671,26 @@ class Autodiff:
                                  f"got {shape_of(next_error)}")
         self.op_tree, self.be, self.next_error = op_tree, be, next_error
         self.dtype = be.default_dtype
-        seed = 1.0 if next_error is None else next_error
-        self._leaves = gradients(op_tree, seed)
+        with _on(be):
+            self._leaves = leaf_gradients(op_tree, 1.0 if next_error is None else next_error)
 
     def get_grad_op_tree(self, tensors: Sequence[Any]) -> list:
         """One gradient op-tree per tensor, of the tensor's shape; `tensor * 0.` for a tensor
-        the tree does not use (as neon)."""
+        the tree does not use (as neon). A leaf that is a view of a tensor asked about (x[0],
+        x.T) gives its gradient in the view's place."""
         out = []
-        for t in tensors:
-            entry = self._leaves.get(id(t))
-            g = None if entry is None else _full_shape(entry[1], t.shape)
-            for v, gv in self._views_of(t):   # views of t in the tree: their gradient in place
-                e = _embed(self.be, _full_shape(gv, v.shape), v, t)
-                g = e if g is None else add(g, e)
-            out.append(build(Op.MUL, t, 0.0) if g is None else g)
+        with _on(self.be):
+            for t in tensors:
+                entry = self._leaves.get(id(t))
+                g = None if entry is None else _full_shape(entry[1], t.shape)
+                for v, gv in self._leaves.values():
+                    if v is t or v._original_base is not t._original_base:
+                        continue
+                    e = _embed(_full_shape(gv, v.shape), v, t)
+                    if e is not None:
+                        g = e if g is None else add(g, e)
+                out.append(build(Op.MUL, t, 0.0) if g is None else g)
         return out
-
-    def _views_of(self, t: Any) -> list:
-        """(view, its gradient) for each leaf of the tree that is another Tensor over part of t's
-        memory (x[0], x.T, a reshape)."""
-        found = []
-        try:
-            mem = t._host()
-        except AttributeError:  # a device without host arrays: views are matched by identity only
-            return found
-        for v, g in self._leaves.values():
-            if v is t:
-                continue
-            try:
-                vm = v._host()
-            except AttributeError:
-                continue
-            if np.shares_memory(vm, mem):
-                found.append((v, g))
-        return found
 
     def get_grad_tensor(self, tensors: Sequence[Any]) -> list:
         """The gradients executed into new tensors."""
@@ -476,9 +713,9 @@ class Autodiff:
             if tuple(buf.shape) != tuple(t.shape):
                 raise ValueError(f"back_prop_grad: the buffer for a tensor of shape {t.shape} has "
                                  f"shape {buf.shape}")
-            if id(buf) in self._leaves:
-                raise ValueError("back_prop_grad: a gradient buffer is itself a tensor of the "
-                                 "graph; its gradients read it")
+            if any(buf._original_base is v._original_base for v, _ in self._leaves.values()):
+                raise ValueError("back_prop_grad: a gradient buffer shares memory with a tensor "
+                                 "of the graph; its gradients read it")
         pairs = list(zip(gradients, self.get_grad_op_tree(tensors)))
         # the next_error buffer may be reused for a gradient: it is read by the others, so last
         pairs.sort(key=lambda p: p[0] is self.next_error)
@@ -489,4 +726,5 @@ class Autodiff:
         self._leaves = {}
 
 
-__all__ = ["Autodiff", "RULES", "gradients", "unbroadcast"]
+__all__ = ["Autodiff", "RULES", "gradients", "leaf_gradients", "unbroadcast", "clear_plans",
+           "PLAN_STATS"]

@@ -33,6 +33,14 @@ class CPUTensor(Tensor):
     def get(self) -> np.ndarray:
         return self._tensor.copy()
 
+    def _layout(self) -> tuple | None:
+        ary, root = self._tensor, self._original_base._tensor
+        item = ary.itemsize
+        offset = ary.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+        if ary.dtype != root.dtype or offset % item or any(s % item for s in ary.strides):
+            return None
+        return offset // item, tuple(s // item for s in ary.strides)
+
     def _store(self, values: np.ndarray) -> None:
         self._tensor[...] = cast_for_store(np.broadcast_to(values, self.shape), self.dtype)
 
