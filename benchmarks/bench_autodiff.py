@@ -6,7 +6,8 @@ Run: python benchmarks/bench_autodiff.py [--threads 2] [--n 1000000] [--repeats 
 Each iteration does the whole step a training loop does: build the forward tree and run it, then
 neonlike: `Autodiff(f, be).back_prop_grad([a, b, c, d], buffers)` (gradient trees built and run);
 torch: the forward with requires_grad tensors and `f.backward(ones)`. Medians of interleaved
-batches; results are checked against each other first.
+batches; results are checked against each other first. A second table gives the Python cost of
+building the gradient trees, with the memoised gradient plan and without.
 """
 from __future__ import annotations
 
@@ -82,6 +83,37 @@ def main() -> None:
     for k, v in med.items():
         ratio = f"{med['torch'] / v:.2f}x" if "torch" in med else "—"
         print(f"| {k} | {v * 1e3:.2f} ms | {ratio} |")
+    building(be, tree, [A, B, C, D], args.repeats)
+
+
+def building(be, tree, leaves: list, repeats: int) -> None:
+    """The Python cost of the gradient trees alone (nothing runs): a tree of a structure seen
+    before replays its memoised gradient plan; with the plans cleared every rule runs again."""
+    from neonlike.backends import Autodiff, autodiff
+
+    def build(clear: bool) -> float:
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for _ in range(200):
+                if clear:
+                    autodiff.clear_plans()
+                Autodiff(tree(be, *leaves), be).get_grad_op_tree(leaves)
+            times.append((time.perf_counter() - t0) / 200)
+        return statistics.median(times)
+    forward = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(200):
+            tree(be, *leaves)
+        forward.append((time.perf_counter() - t0) / 200)
+    fwd, hit, miss = statistics.median(forward), build(False), build(True)
+    print("\nbuilding the 10-op tree and its 4 gradient trees (no execution), medians")
+    print("| step | time |")
+    print("|---|---|")
+    print(f"| forward tree alone | {fwd * 1e6:.1f} us |")
+    print(f"| forward + Autodiff + get_grad_op_tree, plan memoised | {hit * 1e6:.1f} us |")
+    print(f"| forward + Autodiff + get_grad_op_tree, plans cleared each time | {miss * 1e6:.1f} us |")
 
 
 if __name__ == "__main__":

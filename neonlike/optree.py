@@ -309,6 +309,29 @@ def build(op: Any, a: Any, b: Any, out: Any = None, **kwargs: Any) -> Any:
     return node
 
 
+def dag_postorder(root: Any, stop: Any = ()) -> list:
+    """The op nodes under `root` (root included) as a DAG: each node object once, children
+    before parents, left before right. Nodes whose id is in `stop` are neither listed nor entered.
+    (A tree built as `y = tanh(y + y)` n times has n nodes here and 2^n as a tree.)"""
+    order: list = []
+    seen: set = set(stop)
+    stack = [] if id(root) in seen else [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            if id(node) not in seen:
+                seen.add(id(node))
+                order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        stack.append((node, True))
+        for child in (node[2], node[1]):
+            if type(child) is OpTreeNode and id(child) not in seen:
+                stack.append((child, False))
+    return order
+
+
 def _is_tensor(x: Any) -> bool:
     return isinstance(x, Operators) and not isinstance(x, OpTreeNode)
 
@@ -459,11 +482,18 @@ class OpTreeNode(Operators, tuple):
 
     def leaves(self) -> list:
         """The Tensors of the tree, in post-order, each once."""
-        seen: dict[int, Any] = {}
-        for x in self.traverse([]):
-            if isinstance(x, Operators):
-                seen.setdefault(id(x), x)
-        return list(seen.values())
+        found: dict[int, Any] = {}
+        entered: set = set()
+        stack = [self]
+        while stack:                    # a shared subtree is entered once
+            x = stack.pop()
+            if type(x) is OpTreeNode:
+                if id(x) not in entered:
+                    entered.add(id(x))
+                    stack.extend(c for c in (x[2], x[1]) if c is not None)
+            elif isinstance(x, Operators):
+                found.setdefault(id(x), x)
+        return list(found.values())
 
     def pp(self) -> str:
         """An infix rendering: `((x0 * 2) + exp(x1))`."""

@@ -69,18 +69,25 @@ def _node_token(d: dict) -> tuple:
 def walk(out: Any, value: Any) -> tuple:
     """One pass over `assign(out, value)`: (signature, tensors, constants, nodes).
 
-    The signature holds ops, attrs, dtypes, ndim, size-1 patterns, which leaves are the same tensor
-    and whether the output is one of them; never constant values, tensor identities or sizes.
-    Tensors are listed in first-occurrence order, constants and nodes in post-order.
+    The signature holds ops, attrs, dtypes, ndim, size-1 patterns, which leaves are the same tensor,
+    which subtrees are the same node object, and whether the output is one of the tensors; never
+    constant values, tensor identities or sizes. Tensors are listed in first-occurrence order,
+    constants and nodes in post-order; a node reached again is not entered again (the tree is a
+    DAG: 20 nested `y = tanh(y + y)` are 20 nodes, not 2^20).
     """
     slots: dict[int, int] = {}
     tensors: list = []
     consts: list = []
     nodes: list = []
     key: list = []
+    seen: dict[int, int] = {}
 
     def visit(x: Any) -> None:
         if isinstance(x, OpTreeNode):
+            pos = seen.get(id(x))
+            if pos is not None:       # a shared subtree: listed (and computed) once
+                key.append(("dup", pos))
+                return
             d, left, right = x
             if left is not None:
                 visit(left)
@@ -91,6 +98,7 @@ def walk(out: Any, value: Any) -> tuple:
             except AttributeError:
                 d.token = _node_token(d)
                 key.append(d.token)
+            seen[id(x)] = len(nodes)
             nodes.append(x)
         elif isinstance(x, Operators):
             slot = slots.setdefault(id(x), len(tensors))
@@ -119,10 +127,15 @@ class _Planner:
         # constants are numbered in post-order as walk() lists them, keyed by (parent, side)
         self.const_index: dict[tuple, int] = {}
         self._n_consts = 0
+        self._numbered: set = set()
+        self.made: dict[int, int] = {}   # id(node) -> the temp it was materialised into
         self._number_consts(value, None, 0)
 
     def _number_consts(self, x: Any, parent: Any, side: int) -> None:
         if isinstance(x, OpTreeNode):
+            if id(x) in self._numbered:
+                return
+            self._numbered.add(id(x))
             for i, c in ((1, x[1]), (2, x[2])):
                 if c is not None:
                     self._number_consts(c, x, i)
@@ -135,7 +148,14 @@ class _Planner:
         return self.n_inputs + len(self.temps)
 
     def materialize(self, node: OpTreeNode) -> int:
-        """A stage (or stages) computing `node` into a new temp; returns the temp's buffer."""
+        """A stage (or stages) computing `node` into a new temp; returns the temp's buffer (the
+        same one for a node reached again)."""
+        buf = self.made.get(id(node))
+        if buf is None:
+            buf = self.made[id(node)] = self._materialize(node)
+        return buf
+
+    def _materialize(self, node: OpTreeNode) -> int:
         kind = node.kind
         if kind is Kind.MATMUL:
             a, b = (self.as_buffer(c) for c in (node[1], node[2]))
@@ -167,7 +187,7 @@ class _Planner:
         """A FUSED stage; where the reductions' domain does not fit the output, they become temps."""
         for no_reduce in (False, True):
             program: list = []
-            state: dict = {"R": None, "D": None}
+            state: dict = {"R": None, "D": None, "emitted": {}}
             stages_before, temps_before = len(self.stages), len(self.temps)
             self._emit(value, None, 0, program, state, no_reduce)
             R, D = state["R"], state["D"]
@@ -176,6 +196,8 @@ class _Planner:
                                          state.get("pos", -1)))
                 return
             del self.stages[stages_before:], self.temps[temps_before:]
+            last = self.n_inputs + temps_before
+            self.made = {k: b for k, b in self.made.items() if b <= last}
         raise AssertionError("unreachable: with every reduction materialised a stage always fuses")
 
     def _emit(self, x: Any, parent: Any, side: int, program: list, state: dict,
@@ -186,6 +208,13 @@ class _Planner:
         if not isinstance(x, OpTreeNode):
             program.append(Instr("load", (), self.slot[id(x)]))
             return len(program) - 1
+        emitted = state["emitted"]   # id(node) -> its instruction: a shared node is one value
+        at = emitted.get(id(x))
+        if at is None:
+            at = emitted[id(x)] = self._emit_node(x, program, state, no_reduce)
+        return at
+
+    def _emit_node(self, x: OpTreeNode, program: list, state: dict, no_reduce: bool) -> int:
         d, left, right = x
         kind = x.kind
         if kind is Kind.ELEMENTWISE and self._fusable(x):

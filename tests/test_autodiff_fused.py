@@ -50,3 +50,26 @@ def test_softmax_cross_entropy_gradient_fused(be):
     xs = x.astype(np.float64)
     s = np.exp(xs - xs.max(0)) / np.exp(xs - xs.max(0)).sum(0)
     np.testing.assert_allclose(g, s - t, rtol=1e-4, atol=1e-5)
+
+
+def test_a_deep_shared_chain_runs_fused_as_a_dag(be):
+    """20 nested y = tanh(y + y): the forward tree and its gradient are DAGs of ~20 and ~100
+    nodes (2^20 leaves as trees); both compile into kernels of a size linear in depth."""
+    import neonlike
+    x = be.array(np.linspace(-0.05, 0.05, 12).reshape(3, 4))
+    y = x
+    for _ in range(20):
+        y = be.tanh(y + y)
+    neonlike.clear_caches()
+    out = be.empty((3, 4))
+    for _ in range(2):
+        out[:] = y
+        g = Autodiff(y, be).get_grad_tensor([x])[0]
+    assert neonlike.cache_stats()["compiles"] + neonlike.cache_stats()["disk_loads"] >= 2
+    v = x.get().astype(np.float64)
+    d = np.ones_like(v)
+    for _ in range(20):
+        v = np.tanh(2 * v)
+        d = d * 2 * (1 - v * v)
+    np.testing.assert_allclose(out.get(), v, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(g.get(), d, rtol=1e-4, atol=1e-6)

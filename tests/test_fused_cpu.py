@@ -479,3 +479,60 @@ def test_repeated_reductions_take_the_fast_path(be, shape):
         expected = ((h * hw - 1).max(axis=1, keepdims=True) if shape[1]
                     else (h * hw - 1).sum(axis=1, keepdims=True))
         np.testing.assert_allclose(o1.get(), expected, rtol=1e-5, atol=atol)
+
+
+@st.composite
+def _dag_programs(draw):
+    """Steps that combine earlier values, each value used any number of times."""
+    return draw(st.lists(st.tuples(st.sampled_from(["unary", "binary", "binary", "reduce"]),
+                                   st.integers(0, 99), st.integers(0, 99), st.integers(0, 99)),
+                         min_size=2, max_size=9))
+
+
+def _run_program(b, leaves, program, shared):
+    """The program's last value: with `shared`, a value used twice is one node object (a DAG);
+    without, every use builds its own copy (the same tree, unshared)."""
+    makers = [lambda t=t: t for t in leaves]
+    for kind, i, j, k in program:
+        f, g = makers[i % len(makers)], makers[j % len(makers)]
+        if kind == "unary":
+            make = lambda f=f, k=k: _UNARY[k % len(_UNARY)](b, f())
+        elif kind == "binary":
+            make = lambda f=f, g=g, k=k: _BINARY[k % (len(_BINARY) - 1)](b, f(), g())
+        else:
+            make = lambda f=f, k=k: _REDUCE[k % 3](b, f(), k % 2)
+        if shared:
+            node = make()
+            make = lambda node=node: node
+        makers.append(make)
+    return makers[-1]()
+
+
+@settings(max_examples=25, deadline=None)
+@given(program=_dag_programs())
+def test_shared_subtrees_fused_equal_unshared_reference(program):
+    """A tree whose subtrees are shared node objects (as Autodiff's gradients are) runs fused to
+    the values of the same tree built without sharing, run by the reference interpreter."""
+    be = gen_backend("cpu", rng_seed=0)
+    leaves = [be.array(data(s, -2, 2, seed=i)) for i, s in enumerate([(3, 4), (1, 4), (3, 1)])]
+    dag = _run_program(be, leaves, program, shared=True) * 1.0
+    tree = _run_program(be, leaves, program, shared=False) * 1.0
+    out = be.empty((3, 4))
+    out[:] = dag
+    out[:] = dag            # the second run is compiled whatever NEONLIKE_JIT_AFTER says
+    expected = np.broadcast_to(reference.evaluate(tree, np.dtype(np.float32)), (3, 4))
+    np.testing.assert_allclose(out.get(), expected, rtol=2e-5, atol=2e-5, equal_nan=True)
+
+
+def test_which_subtree_is_shared_is_part_of_the_key():
+    be = gen_backend("cpu", rng_seed=0)
+    x, y = be.array(data((3, 4), seed=1)), be.array(data((3, 4), seed=2))
+    xv, yv = x.get(), y.get()
+    out = be.empty((3, 4))
+    for _ in range(2):
+        u = x + y
+        v = be.tanh(u)
+        out[:] = v + u                     # the right operand shares the first node
+        np.testing.assert_allclose(out.get(), np.tanh(xv + yv) + xv + yv, rtol=1e-6)
+        out[:] = v + v                     # ... the second one
+        np.testing.assert_allclose(out.get(), 2 * np.tanh(xv + yv), rtol=1e-6)

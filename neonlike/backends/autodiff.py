@@ -29,6 +29,7 @@ import numpy as np
 
 from ..ops import LN2, OP_INFO, SAFELOG_MIN, Kind, Op
 from ..optree import OpTreeNode, Operators, build, shape_of, trusted_node
+from ..optree import dag_postorder as _dag_postorder
 
 Grad = Any  # an op-tree, a Tensor or a Python number
 
@@ -448,27 +449,6 @@ def _embed(g: Grad, view: Any, t: Any) -> Grad | None:
 
 
 # ---------------------------------------------------------------- the walk
-def _dag_postorder(root: Any, stop: Any = ()) -> list:
-    """The op nodes under `root` (root included), each once, children before parents; nodes
-    whose id is in `stop` are neither listed nor entered."""
-    order: list = []
-    seen: set = set(stop)
-    stack = [] if id(root) in seen else [(root, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if id(node) in seen:
-            continue
-        if expanded:
-            seen.add(id(node))
-            order.append(node)
-            continue
-        stack.append((node, True))
-        for child in (node[2], node[1]):
-            if isinstance(child, OpTreeNode) and id(child) not in seen:
-                stack.append((child, False))
-    return order
-
-
 def gradients(root: Any, seed: Grad, nodes: list | None = None) -> dict:
     """{id(tensor): (tensor, gradient)} for every Tensor under `root`, given d(root) = seed
     (`nodes`: root's _dag_postorder, where the caller has it)."""

@@ -249,9 +249,12 @@ def _domain_slots(x: Any, tensors: list) -> tuple | None:
     possibly through the stage's earlier reductions, whose operands span the same domain: var's
     x - mean(x)), or None where it holds anything else."""
     ids = {id(t): i for i, t in enumerate(tensors)}
-    slots, stack = set(), [x]
+    slots, stack, seen = set(), [x], set()
     while stack:
         y = stack.pop()
+        if id(y) in seen:
+            continue
+        seen.add(id(y))
         if isinstance(y, OpTreeNode):
             if y.kind is not Kind.ELEMENTWISE and y.kind is not Kind.REDUCTION:
                 return None

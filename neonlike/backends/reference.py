@@ -11,7 +11,7 @@ import numpy as np
 
 from ..dtypes import compute_dtype
 from ..ops import OP_INFO, Op
-from ..optree import OpTreeNode, Operators
+from ..optree import OpTreeNode, Operators, dag_postorder
 
 
 def tree_dtype(out: Any, value: Any) -> np.dtype:
@@ -21,21 +21,41 @@ def tree_dtype(out: Any, value: Any) -> np.dtype:
 
 
 def evaluate(value: Any, dtype: np.dtype) -> np.ndarray:
-    """The value of a tree (or a single leaf) as an array of `dtype` and of the tree's shape."""
-    stack = value.traverse([]) if isinstance(value, OpTreeNode) else [value]
-    values: list = []
+    """The value of a tree (or a single leaf) as an array of `dtype` and of the tree's shape.
+
+    A node object reached twice (a shared subtree: `y + y`) is computed once."""
+    if not isinstance(value, OpTreeNode):
+        return _leaf(value, dtype)
+    order = dag_postorder(value)
+    uses: dict = {}
+    for node in order:
+        for c in (node[1], node[2]):
+            if type(c) is OpTreeNode:
+                uses[id(c)] = uses.get(id(c), 0) + 1
+    values: dict = {}
     with np.errstate(all="ignore"):
-        for item in stack:
-            if isinstance(item, dict):
-                info = OP_INFO[Op(item["op"])]
-                args = values[len(values) - info.arity:]
-                del values[len(values) - info.arity:]
-                result = np.asarray(info.ref(item, *args), dtype=dtype)
-                if result.shape != item["shape"]:
-                    result = result.reshape(item["shape"])
-                values.append(result)
-            elif isinstance(item, Operators):
-                values.append(item._host().astype(dtype, copy=False))
-            else:
-                values.append(np.full((1, 1), item, dtype=dtype))
-    return values[0]
+        for node in order:
+            d = node[0]
+            info = OP_INFO[Op(d["op"])]
+            args = [_take_value(values, uses, c) if type(c) is OpTreeNode else _leaf(c, dtype)
+                    for c in (node[1], node[2])[:info.arity]]
+            result = np.asarray(info.ref(d, *args), dtype=dtype)
+            if result.shape != d["shape"]:
+                result = result.reshape(d["shape"])
+            values[id(node)] = result
+    return values[id(value)]
+
+
+def _take_value(values: dict, uses: dict, node: Any) -> np.ndarray:
+    """A child's value, forgotten after its last use (intermediates do not pile up)."""
+    v = values[id(node)]
+    uses[id(node)] -= 1
+    if not uses[id(node)]:
+        del values[id(node)]
+    return v
+
+
+def _leaf(x: Any, dtype: np.dtype) -> np.ndarray:
+    if isinstance(x, Operators):
+        return x._host().astype(dtype, copy=False)
+    return np.full((1, 1), x, dtype=dtype)
