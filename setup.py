@@ -11,7 +11,9 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
-    packages=["neonlike", "neonlike.backends", "neonlike.kernels"],
+    packages=["neonlike", "neonlike.backends", "neonlike.kernels", "neonlike.initializers",
+              "neonlike.transforms", "neonlike.layers", "neonlike.optimizers", "neonlike.models",
+              "neonlike.callbacks", "neonlike.data", "neonlike.util"],
     package_dir={"neonlike.kernels": "kernels"},
     package_data={"neonlike.kernels": ["*.py.tmpl", "*.cu.tmpl", "*.cuh", "README.md"]},
     install_requires=[
@@ -19,6 +21,7 @@ setup(
         "numba>=0.60",
         f"mkl; {MKL_PLATFORMS}",
         f"mkl-service; {MKL_PLATFORMS}",
+        "scikit-learn",   # the digits dataset, the examples' default data
     ],
     extras_require={
         "test": ["pytest>=7", "hypothesis>=6"],

@@ -290,6 +290,60 @@ class Backend:
         values = a.get() if isinstance(a, Tensor) else OpTreeNode.asnumpyarray(a)
         return self.array(np.array(np.nonzero(values)).reshape(values.ndim, -1), dtype=np.int32)
 
+    # ---------------------------------------------------------------- layer buffers and GEMM
+    def iobuf(self, dim0: Any, x: Any = None, dtype: Any = None, name: str | None = None,
+              persist_values: bool = True, shared: Any = None, parallelism: Any = None) -> Tensor:
+        """A zeroed layer buffer of `bsz` columns: (dim0, bsz) for an int; for a tuple, (d0, d1*bsz)
+        when it has two entries (time steps side by side), else (prod(dims), bsz). Returns `x` when
+        it is given; with `shared`, a view over the first bytes of that buffer."""
+        if x is not None:
+            return x
+        if not self.bsz:
+            raise ValueError("iobuf: the backend has no batch size; pass batch_size= to "
+                             "gen_backend or set be.bsz")
+        if isinstance(dim0, (tuple, list)):
+            dims = tuple(int(d) for d in dim0)
+            shape = (dims[0], dims[1] * self.bsz) if len(dims) == 2 else (math.prod(dims), self.bsz)
+        else:
+            shape = (int(dim0), self.bsz)
+        if shared is not None:
+            buf = shared.share(shape, dtype=dtype, name=name)
+            buf[:] = 0
+            return buf
+        return self.zeros(shape, dtype=dtype, name=name, persist_values=persist_values)
+
+    def shared_iobuf_size(self, shape: Any, parallelism: Any = None) -> int:
+        dims = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        return math.prod(dims) * self.bsz
+
+    def compound_dot(self, A: Any, B: Any, C: Tensor, alpha: float = 1.0, beta: float = 0.0,
+                     relu: bool = False, bsum: Tensor | None = None) -> Tensor:
+        """C = alpha * A @ B + beta * C (relu, where asked, before the beta term); bsum, a (rows, 1)
+        tensor, receives C's row sums. Transposes are `.T` views of A or B."""
+        sa, sb = shape_of(A), shape_of(B)
+        if len(sa) != 2 or len(sb) != 2 or sa[1] != sb[0] or tuple(C.shape) != (sa[0], sb[1]):
+            raise ValueError(f"compound_dot: expected A (m, k), B (k, n) and C (m, n), got "
+                             f"A {sa}, B {sb}, C {tuple(C.shape)}")
+        product = build(Op.DOT, A, B)
+        if alpha == 1.0 and beta == 0.0 and not relu:
+            self.execute_assign(C, product)
+        else:
+            value = product if alpha == 1.0 else build(Op.MUL, product, alpha)
+            if relu:
+                value = build(Op.MAXIMUM, value, 0.0)
+            if beta != 0.0:
+                value = build(Op.ADD, value, build(Op.MUL, C, beta))
+            self.execute_assign(C, value)
+        if bsum is not None:
+            bsum[:] = build(Op.SUM, C, None, axis=1, keepdims=True)
+        return C
+
+    def copy_transpose(self, a: Any, out: Tensor, axes: Sequence[int] | None = None,
+                       repeat: int = 1) -> Tensor:
+        """out[:] = a transposed (the axes reversed, or permuted by `axes`)."""
+        out[:] = build(Op.TRANSPOSE, a, None, axes=axes)
+        return out
+
     # ---------------------------------------------------------------- random numbers
     def gen_rng(self, seed: int | None = None) -> np.random.RandomState:
         """A host RandomState (`be.rng`) seeded with `seed`; rng_reset returns to this state."""

@@ -11,6 +11,7 @@ from ..optree import OpTreeNode
 from ..tensor import Tensor
 from . import reference
 from .backend import Backend
+from .nn_cpu import NNOpsMixin
 
 
 class CPUTensor(Tensor):
@@ -71,7 +72,7 @@ class CPUTensor(Tensor):
         return CPUTensor(self.backend, flat.view(dt).reshape(shape), name, base=self)
 
 
-class NervanaCPU(Backend):
+class NervanaCPU(NNOpsMixin, Backend):
     """neon's CPU backend on numpy."""
 
     backend_name = "cpu"

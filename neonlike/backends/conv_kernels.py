@@ -1,0 +1,367 @@
+"""Numba kernels for convolution and pooling on neon's batch-innermost layouts.
+
+Imported only by nn_cpu.py, inside the ops, where numba is installed. Arrays: input I
+(C, D, H, W, N), filters F (C, T, R, S, K), output O (K, M, P, Q, N); `g` is the layer's
+geometry (pad_d, pad_h, pad_w, str_d, str_h, str_w, dil_d, dil_h, dil_w). Every kernel's inner
+loop runs over the batch (contiguous), so it vectorises; stride-1 rows run as one long loop
+over (position, batch). The direct kernels parallelise over output rows (fprop), input rows
+(bprop) or filter rows (update), so no two threads write the same element.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+# contract: fused multiply-add; reassoc only where a dot product must vectorise (update)
+_FMA = {"contract"}
+_DOT = {"contract", "reassoc"}
+
+
+@njit(cache=True, inline="always")
+def _taps(o, stride, pad, dil, X, T):
+    """The taps t of output position o that land inside [0, X): range(lo, hi)."""
+    base = o * stride - pad
+    lo = 0
+    if base < 0:
+        lo = (-base + dil - 1) // dil
+    hi = T
+    last = X - 1 - base
+    if last < 0:
+        hi = 0
+    elif last // dil + 1 < T:
+        hi = last // dil + 1
+    return lo, max(lo, hi)
+
+
+@njit(cache=True, inline="always")
+def _outs(x, stride, pad, dil, t, Q):
+    """Output positions q in range(lo, hi) whose tap t reads input position x0 = q*stride-pad+t*dil
+    inside [0, x); returned with the offset x0 of q = 0."""
+    x0 = t * dil - pad
+    lo = 0
+    if x0 < 0:
+        lo = (-x0 + stride - 1) // stride
+    hi = Q
+    if x0 > x - 1:
+        hi = 0
+    elif (x - 1 - x0) // stride + 1 < Q:
+        hi = (x - 1 - x0) // stride + 1
+    return lo, max(lo, hi), x0
+
+
+# ---------------------------------------------------------------------------------------------
+# direct convolution
+# ---------------------------------------------------------------------------------------------
+
+@njit(parallel=True, cache=True, fastmath=_FMA)
+def fprop_direct(I, F, O, X, alpha, beta, g):
+    """O = alpha * conv(I, F) + beta * X, one (k, m, p) output row per task."""
+    C, D, H, W, N = I.shape
+    K, M, P, Q, _ = O.shape
+    T, R, S = F.shape[1], F.shape[2], F.shape[3]
+    pd, ph, pw, sd, sh, sw, dd, dh, dw = g
+    Ft = np.ascontiguousarray(F.transpose(4, 0, 1, 2, 3))
+    If = I.reshape(C, D, H, W * N)
+    for kmp in prange(K * M * P):
+        k, m, p = kmp // (M * P), (kmp // P) % M, kmp % P
+        acc = np.zeros(Q * N, O.dtype)
+        t0, t1 = _taps(m, sd, pd, dd, D, T)
+        r0, r1 = _taps(p, sh, ph, dh, H, R)
+        for c in range(C):
+            for t in range(t0, t1):
+                d = m * sd - pd + t * dd
+                for r in range(r0, r1):
+                    h = p * sh - ph + r * dh
+                    row = If[c, d, h]
+                    for s in range(S):
+                        f = Ft[k, c, t, r, s]
+                        q0, q1, w0 = _outs(W, sw, pw, dw, s, Q)
+                        if sw == 1:
+                            shift = w0 * N
+                            for j in range(q0 * N, q1 * N):
+                                acc[j] += f * row[j + shift]
+                        else:
+                            for q in range(q0, q1):
+                                src = (w0 + q * sw) * N
+                                for n in range(N):
+                                    acc[q * N + n] += f * row[src + n]
+        out = O[k, m, p].reshape(Q * N)
+        if beta == 0.0:
+            for j in range(Q * N):
+                out[j] = alpha * acc[j]
+        else:
+            x = X[k, m, p].reshape(Q * N)
+            for j in range(Q * N):
+                out[j] = alpha * acc[j] + beta * x[j]
+
+
+@njit(parallel=True, cache=True, fastmath=_FMA)
+def bprop_direct(F, E, G, X, alpha, beta, g):
+    """G = alpha * (input gradient of conv given output error E) + beta * X, one (c, d, h)
+    input row per task: each input position gathers the outputs that read it."""
+    C, D, H, W, N = G.shape
+    K, M, P, Q, _ = E.shape
+    T, R, S = F.shape[1], F.shape[2], F.shape[3]
+    pd, ph, pw, sd, sh, sw, dd, dh, dw = g
+    Ef = E.reshape(K, M, P, Q * N)
+    for cdh in prange(C * D * H):
+        c, d, h = cdh // (D * H), (cdh // H) % D, cdh % H
+        acc = np.zeros(W * N, G.dtype)
+        for t in range(T):
+            md = d + pd - t * dd
+            if md < 0 or md % sd != 0 or md // sd >= M:
+                continue
+            m = md // sd
+            for r in range(R):
+                ph_ = h + ph - r * dh
+                if ph_ < 0 or ph_ % sh != 0 or ph_ // sh >= P:
+                    continue
+                p = ph_ // sh
+                for k in range(K):
+                    row = Ef[k, m, p]
+                    for s in range(S):
+                        f = F[c, t, r, s, k]
+                        q0, q1, w0 = _outs(W, sw, pw, dw, s, Q)
+                        if sw == 1:
+                            shift = w0 * N
+                            for j in range(q0 * N, q1 * N):
+                                acc[j + shift] += f * row[j]
+                        else:
+                            for q in range(q0, q1):
+                                dst = (w0 + q * sw) * N
+                                for n in range(N):
+                                    acc[dst + n] += f * row[q * N + n]
+        out = G[c, d, h].reshape(W * N)
+        if beta == 0.0:
+            for j in range(W * N):
+                out[j] = alpha * acc[j]
+        else:
+            x = X[c, d, h].reshape(W * N)
+            for j in range(W * N):
+                out[j] = alpha * acc[j] + beta * x[j]
+
+
+@njit(parallel=True, cache=True, fastmath=_DOT)
+def update_direct(I, E, U, alpha, beta, g):
+    """U = alpha * dLoss/dF + beta * U, one (c, t, r) filter row (S x K values) per task."""
+    C, D, H, W, N = I.shape
+    K, M, P, Q, _ = E.shape
+    T, R, S = U.shape[1], U.shape[2], U.shape[3]
+    pd, ph, pw, sd, sh, sw, dd, dh, dw = g
+    for ctr in prange(C * T * R):
+        c, t, r = ctr // (T * R), (ctr // R) % T, ctr % R
+        acc = np.zeros((S, K), np.float64)
+        m0, m1, d0 = _outs(D, sd, pd, dd, t, M)
+        p0, p1, h0 = _outs(H, sh, ph, dh, r, P)
+        for m in range(m0, m1):
+            d = d0 + m * sd
+            for p in range(p0, p1):
+                h = h0 + p * sh
+                for s in range(S):
+                    q0, q1, w0 = _outs(W, sw, pw, dw, s, Q)
+                    for q in range(q0, q1):
+                        irow = I[c, d, h, w0 + q * sw]
+                        for k in range(K):
+                            erow = E[k, m, p, q]
+                            total = 0.0
+                            for n in range(N):
+                                total += irow[n] * erow[n]
+                            acc[s, k] += total
+        for s in range(S):
+            for k in range(K):
+                if beta == 0.0:
+                    U[c, t, r, s, k] = alpha * acc[s, k]
+                else:
+                    U[c, t, r, s, k] = alpha * acc[s, k] + beta * U[c, t, r, s, k]
+
+
+# ---------------------------------------------------------------------------------------------
+# im2col / col2im over a block of output rows mp in [mp0, mp1) (mp = m*P + p)
+# ---------------------------------------------------------------------------------------------
+
+@njit(parallel=True, cache=True)
+def im2col(I, col, mp0, mp1, T, R, S, M, P, Q, g):
+    """col[(c,t,r,s), ((mp-mp0)*Q + q)*N + n] = I[c, d, h, w, n] (0 in padding)."""
+    C, D, H, W, N = I.shape
+    pd, ph, pw, sd, sh, sw, dd, dh, dw = g
+    If = I.reshape(C, D, H, W * N)
+    QN = Q * N
+    for row in prange(C * T * R * S):
+        c, t, r, s = row // (T * R * S), (row // (R * S)) % T, (row // S) % R, row % S
+        dst = col[row]
+        q0, q1, w0 = _outs(W, sw, pw, dw, s, Q)
+        for mp in range(mp0, mp1):
+            m, p = mp // P, mp % P
+            d = m * sd - pd + t * dd
+            h = p * sh - ph + r * dh
+            base = (mp - mp0) * QN
+            if d < 0 or d >= D or h < 0 or h >= H:
+                dst[base:base + QN] = 0
+                continue
+            src = If[c, d, h]
+            dst[base:base + q0 * N] = 0
+            dst[base + q1 * N:base + QN] = 0
+            if sw == 1:
+                shift = w0 * N - base
+                for j in range(base + q0 * N, base + q1 * N):
+                    dst[j] = src[j + shift]
+            else:
+                for q in range(q0, q1):
+                    a, b = base + q * N, (w0 + q * sw) * N
+                    for n in range(N):
+                        dst[a + n] = src[b + n]
+
+
+@njit(parallel=True, cache=True)
+def col2im(col, G, mp0, mp1, T, R, S, M, P, Q, g):
+    """G[c, d, h, w, n] += the columns that im2col would have filled from it; one channel
+    per task (taps of one channel overlap, channels do not)."""
+    C, D, H, W, N = G.shape
+    pd, ph, pw, sd, sh, sw, dd, dh, dw = g
+    Gf = G.reshape(C, D, H, W * N)
+    QN = Q * N
+    for c in prange(C):
+        for t in range(T):
+            for r in range(R):
+                for s in range(S):
+                    src = col[((c * T + t) * R + r) * S + s]
+                    q0, q1, w0 = _outs(W, sw, pw, dw, s, Q)
+                    for mp in range(mp0, mp1):
+                        m, p = mp // P, mp % P
+                        d = m * sd - pd + t * dd
+                        h = p * sh - ph + r * dh
+                        if d < 0 or d >= D or h < 0 or h >= H:
+                            continue
+                        dst = Gf[c, d, h]
+                        base = (mp - mp0) * QN
+                        if sw == 1:
+                            shift = w0 * N - base
+                            for j in range(base + q0 * N, base + q1 * N):
+                                dst[j + shift] += src[j]
+                        else:
+                            for q in range(q0, q1):
+                                a, b = base + q * N, (w0 + q * sw) * N
+                                for n in range(N):
+                                    dst[b + n] += src[a + n]
+
+
+# ---------------------------------------------------------------------------------------------
+# what follows the convolution: bias, relu / bprop-relu, batch sum
+# ---------------------------------------------------------------------------------------------
+
+@njit(parallel=True, cache=True)
+def epilogue(O, X, bias, mode, slope, bsum):
+    """Per channel row k of O (K, L): add bias[k] (if bias has K rows), then mode 1: relu with
+    `slope` for negatives, mode 2: multiply by relu'(X) (bprop relu); bsum[k] = row sum (if
+    bsum has K rows)."""
+    K, L = O.shape
+    for k in prange(K):
+        b = bias[k, 0] if bias.shape[0] == K else 0.0
+        total = 0.0
+        for j in range(L):
+            v = O[k, j] + b
+            if mode == 1:
+                v = max(v, 0.0) + slope * min(v, 0.0)
+            elif mode == 2:
+                x = X[k, j]
+                v = v * ((x > 0.0) + slope * (x < 0.0))
+            O[k, j] = v
+            total += v
+        if bsum.shape[0] == K:
+            bsum[k, 0] = total
+
+
+# ---------------------------------------------------------------------------------------------
+# pooling (J = 1): one (c, m, p) output row per task
+# ---------------------------------------------------------------------------------------------
+
+@njit(parallel=True, cache=True)
+def fprop_pool(I, O, argmax, is_max, beta, T, R, S, g):
+    """O = max (first on ties; argmax = t*R*S + r*S + s within the full window) or the mean over
+    the window's valid positions, plus beta * O."""
+    C, D, H, W, N = I.shape
+    _, M, P, Q, _ = O.shape
+    pd, ph, pw, sd, sh, sw = g
+    for cmp in prange(C * M * P):
+        c, m, p = cmp // (M * P), (cmp // P) % M, cmp % P
+        t0, t1 = _taps(m, sd, pd, 1, D, T)
+        r0, r1 = _taps(p, sh, ph, 1, H, R)
+        best = np.empty(N, np.float64)
+        where = np.zeros(N, np.int64)
+        for q in range(Q):
+            s0, s1 = _taps(q, sw, pw, 1, W, S)
+            if is_max:
+                best[:] = -np.inf
+            else:
+                best[:] = 0.0
+            for t in range(t0, t1):
+                d = m * sd - pd + t
+                for r in range(r0, r1):
+                    h = p * sh - ph + r
+                    for s in range(s0, s1):
+                        row = I[c, d, h, q * sw - pw + s]
+                        if is_max:
+                            index = (t * R + r) * S + s
+                            for n in range(N):
+                                v = row[n]
+                                if v > best[n]:
+                                    best[n] = v
+                                    where[n] = index
+                        else:
+                            for n in range(N):
+                                best[n] += row[n]
+            out = O[c, m, p, q]
+            if not is_max:
+                scale = 1.0 / ((t1 - t0) * (r1 - r0) * (s1 - s0))
+                for n in range(N):
+                    best[n] *= scale
+            for n in range(N):
+                out[n] = best[n] + beta * out[n] if beta != 0.0 else best[n]
+            if is_max and argmax.shape[0] == C:
+                for n in range(N):
+                    argmax[c, m, p, q, n] = where[n]
+
+
+@njit(parallel=True, cache=True)
+def bprop_pool(E, G, argmax, is_max, alpha, beta, T, R, S, g):
+    """G = alpha * (errors routed back through the pooling) + beta * G; one (c, d, h) input row
+    per task, each input position gathering the windows that contain it."""
+    C, D, H, W, N = G.shape
+    _, M, P, Q, _ = E.shape
+    pd, ph, pw, sd, sh, sw = g
+    for cdh in prange(C * D * H):
+        c, d, h = cdh // (D * H), (cdh // H) % D, cdh % H
+        acc = np.zeros((W, N), np.float64)
+        for t in range(T):
+            md = d + pd - t
+            if md < 0 or md % sd != 0 or md // sd >= M:
+                continue
+            m = md // sd
+            mt0, mt1 = _taps(m, sd, pd, 1, D, T)
+            for r in range(R):
+                pr = h + ph - r
+                if pr < 0 or pr % sh != 0 or pr // sh >= P:
+                    continue
+                p = pr // sh
+                pr0, pr1 = _taps(p, sh, ph, 1, H, R)
+                for s in range(S):
+                    index = (t * R + r) * S + s
+                    q0, q1, w0 = _outs(W, sw, pw, 1, s, Q)
+                    for q in range(q0, q1):
+                        w = w0 + q * sw
+                        err = E[c, m, p, q]
+                        if is_max:
+                            arg = argmax[c, m, p, q]
+                            for n in range(N):
+                                if arg[n] == index:
+                                    acc[w, n] += err[n]
+                        else:
+                            qs0, qs1 = _taps(q, sw, pw, 1, W, S)
+                            scale = 1.0 / ((mt1 - mt0) * (pr1 - pr0) * (qs1 - qs0))
+                            for n in range(N):
+                                acc[w, n] += scale * err[n]
+        out = G[c, d, h]
+        for w in range(W):
+            for n in range(N):
+                out[w, n] = alpha * acc[w, n] + beta * out[w, n] if beta != 0.0 \
+                    else alpha * acc[w, n]

@@ -1,0 +1,503 @@
+"""neon's compound NN ops for the CPU backend: convolution, pooling, batch norm.
+
+NervanaCPU inherits NNOpsMixin. Layouts are neon's: input (C, D, H, W, N), filters
+(C, T, R, S, K), output (K, M, P, Q, N), batch innermost; each op also takes the 2-D views
+layers use (dimI2, dimF2, dimO2: (features, N), features in C order). Results are written into
+the given output tensors.
+
+Convolution has two paths, both exact in float64 (fastmath only allows fused multiply-add, and
+reassociation of the batch dot product in the direct update kernel):
+  'direct'  Numba kernels looping over the taps, vectorised over the batch (conv_kernels.py);
+  'im2col'  a column matrix of the input (in blocks of output rows, CHUNK_BYTES each) and one
+            GEMM per block through neonlike.backends.gemm (MKL); col2im for bprop.
+A layer's `algo[op]` forces one; NEONLIKE_CONV_ALGO=direct|im2col forces one everywhere.
+Otherwise each (op, layer shape, dtype) is timed once with both paths on scratch outputs, and
+the faster is remembered on the backend (`conv_choices`, cleared by `clear_conv_choices()`).
+Without numba every op runs on numpy (im2col + GEMM, window loops for pooling).
+
+Pooling: argmax (dimO or dimO2, any integer dtype that holds T*R*S - 1, or a float dtype)
+receives t*R*S + r*S + s, the first maximum's position in the full window (padding included in
+the numbering, never chosen); average pooling divides by the number of window positions inside
+the input (padding does not count), as neon's CPU did.
+"""
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from .gemm import gemm
+from .layer_cpu import (ALGOS, ConvLayer, PoolLayer, bprop_pool_numpy, col2im_numpy,
+                        fprop_pool_numpy, im2col_numpy)
+
+ALGO_ENV = "NEONLIKE_CONV_ALGO"
+CHUNK_BYTES = 4 << 20    # im2col block size: see benchmarks/README.md (bench_nn_ops.py)
+MAX_CHOICES = 1024       # remembered (op, layer shape) -> algo entries per backend
+
+_NUMBA: list = []
+
+
+def _kernels() -> Any:
+    """conv_kernels (numba) or None where numba is missing; imported on first use."""
+    if not _NUMBA:
+        if importlib.util.find_spec("numba") is None:
+            _NUMBA.append(None)
+        else:
+            from . import conv_kernels
+            _NUMBA.append(conv_kernels)
+    return _NUMBA[0]
+
+
+def _work_dtype(dt: np.dtype) -> np.dtype:
+    """float16 is computed in float32 temporaries."""
+    return np.dtype(np.float32) if dt == np.float16 else dt
+
+
+class _Arrays:
+    """Host arrays of an op's tensors, checked and reshaped to the op's layout; outputs that
+    cannot be written in place (non-contiguous, float16) get a temp copied back by `commit`."""
+
+    def __init__(self, op: str) -> None:
+        self.op = op
+        self.dtype: np.dtype | None = None
+        self.pending: list = []
+
+    def _host(self, t: Any, name: str, shapes: tuple, numeric: bool = False) -> np.ndarray:
+        host = getattr(t, "_host", None)
+        if host is None:
+            raise TypeError(f"{self.op}: {name} must be a CPU Tensor, got {type(t).__name__}")
+        a = host()
+        if a.shape not in shapes:
+            want = " or ".join(str(s) for s in dict.fromkeys(shapes))
+            raise ValueError(f"{self.op}: {name} has shape {a.shape}, expected {want}")
+        if numeric:
+            if a.dtype.kind not in "iuf":
+                raise ValueError(f"{self.op}: {name} must have a numeric dtype, got {a.dtype}")
+        elif self.dtype is None:
+            if a.dtype.kind != "f":
+                raise ValueError(f"{self.op}: {name} must be float16, float32 or float64, "
+                                 f"got {a.dtype}")
+            self.dtype = a.dtype
+        elif a.dtype != self.dtype:
+            raise ValueError(f"{self.op}: {name} has dtype {a.dtype}, expected {self.dtype} "
+                             "like the other operands")
+        return a
+
+    def read(self, t: Any, name: str, shape: tuple, alt: tuple | None = None) -> np.ndarray:
+        a = self._host(t, name, (shape,) if alt is None else (shape, alt))
+        return np.ascontiguousarray(a, dtype=_work_dtype(a.dtype)).reshape(shape)
+
+    def write(self, t: Any, name: str, shape: tuple, alt: tuple | None = None,
+              numeric: bool = False) -> np.ndarray:
+        a = self._host(t, name, (shape,) if alt is None else (shape, alt), numeric)
+        if a.flags.c_contiguous and (numeric or a.dtype == _work_dtype(a.dtype)):
+            return a.reshape(shape)
+        work = np.ascontiguousarray(a, dtype=a.dtype if numeric else _work_dtype(a.dtype))
+        self.pending.append((a, work))
+        return work.reshape(shape)
+
+    def commit(self) -> None:
+        for a, work in self.pending:
+            a[...] = work.reshape(a.shape)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return a is b or (a is not None and b is not None and a._host() is b._host())
+
+
+class NNOpsMixin:
+    """Convolution, pooling and batch-norm ops with neon's names, signatures and layouts."""
+
+    # ------------------------------------------------------------------ layer parameter objects
+    def conv_layer(self, dtype: Any, N: int, C: int, K: int, D: int = 1, H: int = 1, W: int = 1,
+                   T: int = 1, R: int = 1, S: int = 1, pad_d: int = 0, pad_h: int = 0,
+                   pad_w: int = 0, str_d: int = 1, str_h: int = 1, str_w: int = 1,
+                   dil_d: int = 1, dil_h: int = 1, dil_w: int = 1) -> ConvLayer:
+        """The shapes of a convolution (see ConvLayer); ValueError if the window does not fit."""
+        return ConvLayer(dtype, N, C, K, D, H, W, T, R, S, pad_d, pad_h, pad_w,
+                         str_d, str_h, str_w, dil_d, dil_h, dil_w)
+
+    def pool_layer(self, dtype: Any, op: str, N: int, C: int, D: int = 1, H: int = 1, W: int = 1,
+                   J: int = 1, T: int = 1, R: int = 1, S: int = 1, pad_c: int = 0, pad_d: int = 0,
+                   pad_h: int = 0, pad_w: int = 0, str_c: int | None = None,
+                   str_d: int | None = None, str_h: int | None = None,
+                   str_w: int | None = None) -> PoolLayer:
+        """The shapes of a pooling op; strides default to the window (non-overlapping)."""
+        return PoolLayer(dtype, op, N, C, D, H, W, J, T, R, S, pad_c, pad_d, pad_h, pad_w,
+                         str_c, str_d, str_h, str_w)
+
+    # ------------------------------------------------------------------ convolution
+    def fprop_conv(self, layer: ConvLayer, I: Any, F: Any, O: Any, X: Any = None,
+                   bias: Any = None, bsum: Any = None, alpha: float = 1.0, beta: float = 0.0,
+                   relu: bool = False, brelu: bool = False, slope: float = 0.0,
+                   layer_op: Any = None) -> None:
+        """O = alpha * conv(I, F) + beta * X (X defaults to O), then + bias (K, 1), then relu
+        (negatives times `slope`) or brelu (times relu'(X)); bsum (K, 1) = sum of the result."""
+        self._xprop_conv("fprop_conv", layer, I, F, O, X, bias, bsum, alpha, beta, relu, brelu,
+                         slope)
+
+    def bprop_conv(self, layer: ConvLayer, F: Any, E: Any, grad_I: Any, X: Any = None,
+                   bias: Any = None, bsum: Any = None, alpha: float = 1.0, beta: float = 0.0,
+                   relu: bool = False, brelu: bool = False, slope: float = 0.0,
+                   layer_op: Any = None) -> None:
+        """grad_I = alpha * (gradient w.r.t. the input of the conv, given output error E) +
+        beta * X (X defaults to grad_I); bias/relu/brelu/bsum as in fprop_conv, over C."""
+        self._xprop_conv("bprop_conv", layer, E, F, grad_I, X, bias, bsum, alpha, beta, relu,
+                         brelu, slope)
+
+    def update_conv(self, layer: ConvLayer, I: Any, E: Any, U: Any, alpha: float = 1.0,
+                    beta: float = 0.0, grad_bias: Any = None, layer_op: Any = None) -> None:
+        """U = alpha * dLoss/dF + beta * U; grad_bias (K, 1) = sum of E over all but K."""
+        _check_layer("update_conv", layer, ConvLayer)
+        arrays = _Arrays("update_conv")
+        i = arrays.read(I, "I", layer.dimI, layer.dimI2)
+        e = arrays.read(E, "E", layer.dimO, layer.dimO2)
+        u = arrays.write(U, "U", layer.dimF, layer.dimF2)
+        gb = None if grad_bias is None else arrays.write(grad_bias, "grad_bias", (layer.K, 1))
+        run = _CONV["update"]
+        algo = self._conv_algo(layer, "update", lambda a, out: run[a](layer, i, e, out, None,
+                                                                      1.0, 0.0), u)
+        run[algo](layer, i, e, u, None, float(alpha), float(beta))
+        if gb is not None:
+            np.sum(e.reshape(layer.K, -1), axis=1, keepdims=True, out=gb)
+        arrays.commit()
+
+    def _xprop_conv(self, op: str, layer: ConvLayer, I: Any, F: Any, O: Any, X: Any, bias: Any,
+                    bsum: Any, alpha: float, beta: float, relu: bool, brelu: bool,
+                    slope: float) -> None:
+        _check_layer(op, layer, ConvLayer)
+        fprop = op == "fprop_conv"
+        din, dout = (layer.dimI, layer.dimO) if fprop else (layer.dimO, layer.dimI)
+        din2, dout2 = (layer.dimI2, layer.dimO2) if fprop else (layer.dimO2, layer.dimI2)
+        channels = dout[0]
+        arrays = _Arrays(op)
+        src = arrays.read(I, "I" if fprop else "E", din, din2)
+        f = arrays.read(F, "F", layer.dimF, layer.dimF2)
+        out = arrays.write(O, "O" if fprop else "grad_I", dout, dout2)
+        if relu and brelu:
+            raise ValueError(f"{op}: relu and brelu exclude each other")
+        x = out if X is None or _same(X, O) else arrays.read(X, "X", dout, dout2)
+        mask = x.copy() if brelu and x is out else x
+        b = None if bias is None else arrays.read(bias, "bias", (channels, 1))
+        s = None if bsum is None else arrays.write(bsum, "bsum", (channels, 1))
+        alpha, beta = float(alpha), float(beta)
+        key = "fprop" if fprop else "bprop"
+        run = _CONV[key]
+        algo = self._conv_algo(layer, key, lambda a, o: run[a](layer, src, f, o, o, 1.0, 0.0),
+                               out)
+        run[algo](layer, src, f, out, x, alpha, beta)
+        if b is not None or relu or brelu or s is not None:
+            _epilogue(out.reshape(channels, -1), mask.reshape(channels, -1), b,
+                      1 if relu else 2 if brelu else 0, float(slope), s)
+        arrays.commit()
+
+    # ------------------------------------------------------------------ picking a conv path
+    @property
+    def conv_choices(self) -> dict:
+        """(op, layer key) -> 'direct' or 'im2col', as timed on first use."""
+        choices = self.__dict__.get("_conv_choices")
+        if choices is None:
+            choices = self.__dict__["_conv_choices"] = {}
+        return choices
+
+    def clear_conv_choices(self) -> None:
+        """Forget the timed conv path choices (each layer shape is timed again on next use)."""
+        self.conv_choices.clear()
+
+    def _conv_algo(self, layer: ConvLayer, op: str, trial: Callable, out: np.ndarray) -> str:
+        """The forced, remembered or (timed now, on scratch outputs) faster path for op."""
+        if _kernels() is None:
+            if layer.algo[op] == "direct" or os.environ.get(ALGO_ENV) == "direct":
+                raise ImportError("the 'direct' conv path needs numba (pip install numba); "
+                                  "without it conv runs through im2col + GEMM")
+            return "im2col"
+        forced = layer.algo[op] or os.environ.get(ALGO_ENV) or None
+        if forced is not None:
+            if forced not in ALGOS:
+                raise ValueError(f"{ALGO_ENV} / layer.algo must be one of {ALGOS}, got {forced!r}")
+            return forced
+        choices = self.conv_choices
+        key = (op, layer.key)
+        algo = choices.get(key)
+        if algo is None:
+            scratch = np.empty_like(out)
+            best = math.inf
+            for name in ALGOS:
+                trial(name, scratch)  # compiles (or loads) the kernels, warms the caches
+                start = time.perf_counter()
+                trial(name, scratch)
+                took = time.perf_counter() - start
+                if took < best:
+                    best, algo = took, name
+            if len(choices) >= MAX_CHOICES:
+                choices.clear()
+            choices[key] = algo
+        return algo
+
+    # ------------------------------------------------------------------ pooling
+    def fprop_pool(self, layer: PoolLayer, I: Any, O: Any, argmax: Any = None,
+                   beta: float = 0.0) -> None:
+        """O = pool(I) + beta * O; for max pooling, argmax receives each max's window position."""
+        _check_layer("fprop_pool", layer, PoolLayer)
+        arrays = _Arrays("fprop_pool")
+        i = arrays.read(I, "I", layer.dimI, layer.dimI2)
+        out = arrays.write(O, "O", layer.dimO, layer.dimO2)
+        am = None
+        if argmax is not None and layer.op == "max":
+            am = arrays.write(argmax, "argmax", layer.dimO, layer.dimO2, numeric=True)
+            _check_index_dtype(am.dtype, math.prod(layer.JTRS[1:]))
+        kernels = _kernels()
+        if kernels is None or layer.op == "l2":
+            result = fprop_pool_numpy(layer, i, am)
+            out[...] = result + beta * out if beta else result
+        else:
+            T, R, S = layer.JTRS[1:]
+            kernels.fprop_pool(i, out, _empty5(np.int32) if am is None else am,
+                               layer.op == "max", float(beta), T, R, S, layer.geometry)
+        arrays.commit()
+
+    def bprop_pool(self, layer: PoolLayer, I: Any, O: Any, argmax: Any = None,
+                   alpha: float = 1.0, beta: float = 0.0) -> None:
+        """O (dimI) = alpha * (error I (dimO) routed back) + beta * O: max pooling sends each
+        error to its argmax, average pooling spreads it evenly over the window's valid positions."""
+        _check_layer("bprop_pool", layer, PoolLayer)
+        if layer.op == "l2":
+            raise NotImplementedError("bprop_pool: l2 pooling has no bprop (as in neon)")
+        arrays = _Arrays("bprop_pool")
+        e = arrays.read(I, "I (the error)", layer.dimO, layer.dimO2)
+        out = arrays.write(O, "O (the delta)", layer.dimI, layer.dimI2)
+        am = None
+        if layer.op == "max":
+            if argmax is None:
+                raise ValueError("bprop_pool: max pooling needs the argmax tensor that "
+                                 "fprop_pool filled")
+            am = arrays._host(argmax, "argmax", (layer.dimO, layer.dimO2), numeric=True)
+            am = np.ascontiguousarray(am).reshape(layer.dimO)
+        kernels = _kernels()
+        if kernels is None:
+            result = alpha * bprop_pool_numpy(layer, e, am)
+            out[...] = result + beta * out if beta else result
+        else:
+            T, R, S = layer.JTRS[1:]
+            kernels.bprop_pool(e, out, _empty5(np.int32) if am is None else am,
+                               layer.op == "max", float(alpha), float(beta), T, R, S,
+                               layer.geometry)
+        arrays.commit()
+
+    # ------------------------------------------------------------------ batch norm (op-trees)
+    def compound_fprop_bn(self, x: Any, xsum: Any, xvar: Any, gmean: Any, gvar: Any, gamma: Any,
+                          beta: Any, y: Any, eps: float, rho: float, compute_batch_sum: bool,
+                          accumbeta: float = 0.0, relu: bool = False, binary: bool = False,
+                          inference: bool = False, outputs: Any = None, layer: Any = None) -> None:
+        """Batch norm over axis 1 of x (F, N). Training: xsum <- the batch mean (compute_batch_sum
+        False means xsum already holds the batch *sum*, e.g. fprop_conv's bsum), xvar <- the
+        biased batch variance, gmean/gvar <- rho * old + (1 - rho) * batch stat. Inference uses
+        gmean/gvar and updates nothing. y = xhat * gamma + beta + accumbeta * y, then relu."""
+        if binary:
+            raise NotImplementedError("compound_fprop_bn: binary (shift-based) batch norm is not "
+                                      "implemented on the CPU")
+        _check_bn("compound_fprop_bn", x, (("y", y),), (("xsum", xsum), ("xvar", xvar),
+                  ("gmean", gmean), ("gvar", gvar), ("gamma", gamma), ("beta", beta)))
+        if inference:
+            xhat = (x - gmean) / self.sqrt(gvar + eps)
+        else:
+            if compute_batch_sum:
+                xsum[:] = self.mean(x, axis=1)
+            else:
+                xsum[:] = xsum * (1.0 / x.shape[1])
+            xvar[:] = self.mean(self.square(x - xsum), axis=1)
+            gmean[:] = gmean * rho + (1.0 - rho) * xsum
+            gvar[:] = gvar * rho + (1.0 - rho) * xvar
+            xhat = (x - xsum) / self.sqrt(xvar + eps)
+        value = xhat * gamma + beta
+        if accumbeta != 0.0:
+            value = value + accumbeta * y
+        y[:] = self.maximum(value, 0) if relu else value
+
+    def compound_bprop_bn(self, delta_out: Any, grad_gamma: Any, grad_beta: Any, delta_in: Any,
+                          x: Any, xsum: Any, xvar: Any, gamma: Any, eps: float,
+                          binary: bool = False, layer: Any = None) -> None:
+        """Batch-norm backward from fprop's batch mean (xsum) and variance (xvar):
+        grad_gamma = sum(xhat * delta_in), grad_beta = sum(delta_in) (over axis 1),
+        delta_out = gamma / sqrt(xvar + eps) * (delta_in - (xhat * grad_gamma + grad_beta) / N)."""
+        if binary:
+            raise NotImplementedError("compound_bprop_bn: binary (shift-based) batch norm is not "
+                                      "implemented on the CPU")
+        _check_bn("compound_bprop_bn", x, (("delta_out", delta_out), ("delta_in", delta_in)),
+                  (("grad_gamma", grad_gamma), ("grad_beta", grad_beta), ("xsum", xsum),
+                   ("xvar", xvar), ("gamma", gamma)))
+        inv_std = 1.0 / self.sqrt(xvar + eps)
+        xhat = (x - xsum) * inv_std
+        grad_gamma[:] = self.sum(xhat * delta_in, axis=1)
+        grad_beta[:] = self.sum(delta_in, axis=1)
+        delta_out[:] = gamma * inv_std * (delta_in - (xhat * grad_gamma + grad_beta)
+                                          * (1.0 / x.shape[1]))
+
+
+# ---------------------------------------------------------------------------------------------
+# checks
+# ---------------------------------------------------------------------------------------------
+
+def _check_layer(op: str, layer: Any, cls: type) -> None:
+    if not isinstance(layer, cls):
+        raise TypeError(f"{op}: layer must be a {cls.__name__} (from be.{cls.__name__[:-5].lower()}"
+                        f"_layer), got {type(layer).__name__}")
+
+
+def _check_index_dtype(dt: np.dtype, window: int) -> None:
+    if dt.kind in "iu" and np.iinfo(dt).max < window - 1:
+        raise ValueError(f"fprop_pool: argmax dtype {dt} cannot hold window positions up to "
+                         f"{window - 1}; use a wider integer type")
+
+
+def _check_bn(op: str, x: Any, full: tuple, rows: tuple) -> None:
+    if len(x.shape) != 2:
+        raise ValueError(f"{op}: x must be 2-D (features, batch), got shape {x.shape}")
+    for name, t in full:
+        if tuple(t.shape) != tuple(x.shape):
+            raise ValueError(f"{op}: {name} has shape {t.shape}, expected {x.shape} like x")
+    for name, t in rows:
+        if tuple(t.shape) != (x.shape[0], 1):
+            raise ValueError(f"{op}: {name} has shape {t.shape}, expected {(x.shape[0], 1)}")
+
+
+def _empty5(dtype: Any) -> np.ndarray:
+    return np.zeros((0, 1, 1, 1, 1), dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# the two conv paths: fn(layer, a, b, out, x, alpha, beta) for fprop (I, F, O), bprop (E, F, G)
+# and update (I, E, U; x unused), all arrays in the 5-D layouts
+# ---------------------------------------------------------------------------------------------
+
+def _is_dot(layer: ConvLayer) -> bool:
+    """1x1x1 filters, stride 1, no padding: the input is its own column matrix."""
+    return layer.TRS == (1, 1, 1) and layer.padding == (0, 0, 0) and layer.strides == (1, 1, 1)
+
+
+_WORKSPACE: dict = {}
+
+
+def _workspace(layer: ConvLayer, dtype: np.dtype) -> tuple[np.ndarray, int]:
+    """A C-contiguous column buffer and the output rows (m, p) per block."""
+    (M, P, Q), N, rows_f = layer.MPQ, layer.N, layer.dimF2[0]
+    per_row = rows_f * Q * N * dtype.itemsize
+    block = max(1, min(M * P, CHUNK_BYTES // per_row))
+    size = rows_f * block * Q * N
+    buf = _WORKSPACE.get(dtype)
+    if buf is None or buf.size < size:
+        buf = _WORKSPACE[dtype] = np.empty(size, dtype)
+    return buf, block
+
+
+def _blocks(layer: ConvLayer, dtype: np.dtype):
+    """(mp0, mp1, col block (CTRS, (mp1 - mp0) * Q * N), column slice of the output rows)."""
+    buf, block = _workspace(layer, dtype)
+    (M, P, Q), N, rows_f = layer.MPQ, layer.N, layer.dimF2[0]
+    for mp0 in range(0, M * P, block):
+        mp1 = min(M * P, mp0 + block)
+        cols = (mp1 - mp0) * Q * N
+        yield mp0, mp1, buf[:rows_f * cols].reshape(rows_f, cols), slice(mp0 * Q * N, mp1 * Q * N)
+
+
+def _fprop_im2col(layer: ConvLayer, I: np.ndarray, F: np.ndarray, O: np.ndarray,
+                  X: np.ndarray, alpha: float, beta: float) -> None:
+    K = layer.K
+    F2t, O2 = F.reshape(-1, K).T, O.reshape(K, -1)
+    if beta != 0.0 and X is not O:
+        np.copyto(O, X)
+    kernels = _kernels()
+    if _is_dot(layer):
+        gemm(F2t, I.reshape(layer.C, -1), O2, alpha, beta)
+    elif kernels is None:
+        gemm(F2t, im2col_numpy(layer, I), O2, alpha, beta)
+    else:
+        T, R, S = layer.TRS
+        for mp0, mp1, col, cols in _blocks(layer, I.dtype):
+            kernels.im2col(I, col, mp0, mp1, T, R, S, *layer.MPQ, layer.geometry)
+            gemm(F2t, col, O2[:, cols], alpha, beta)
+
+
+def _bprop_im2col(layer: ConvLayer, E: np.ndarray, F: np.ndarray, G: np.ndarray,
+                  X: np.ndarray, alpha: float, beta: float) -> None:
+    K = layer.K
+    F2, E2 = F.reshape(-1, K), E.reshape(K, -1)
+    kernels = _kernels()
+    if _is_dot(layer):
+        if beta != 0.0 and X is not G:
+            np.copyto(G, X)
+        gemm(F2, E2, G.reshape(layer.C, -1), alpha, beta)
+        return
+    if beta == 0.0:
+        G.fill(0)
+    else:
+        np.multiply(X, beta, out=G)
+    if kernels is None:
+        G += col2im_numpy(layer, gemm(F2, E2, np.empty((F2.shape[0], E2.shape[1]), G.dtype),
+                                      alpha))
+        return
+    T, R, S = layer.TRS
+    for mp0, mp1, col, cols in _blocks(layer, G.dtype):
+        gemm(F2, E2[:, cols], col, alpha)
+        kernels.col2im(col, G, mp0, mp1, T, R, S, *layer.MPQ, layer.geometry)
+
+
+def _update_im2col(layer: ConvLayer, I: np.ndarray, E: np.ndarray, U: np.ndarray,
+                   X: Any, alpha: float, beta: float) -> None:
+    K = layer.K
+    U2, E2 = U.reshape(-1, K), E.reshape(K, -1)
+    kernels = _kernels()
+    if _is_dot(layer):
+        gemm(I.reshape(layer.C, -1), E2.T, U2, alpha, beta)
+    elif kernels is None:
+        gemm(im2col_numpy(layer, I), E2.T, U2, alpha, beta)
+    else:
+        T, R, S = layer.TRS
+        for mp0, mp1, col, cols in _blocks(layer, I.dtype):
+            kernels.im2col(I, col, mp0, mp1, T, R, S, *layer.MPQ, layer.geometry)
+            gemm(col, E2[:, cols].T, U2, alpha, beta if mp0 == 0 else 1.0)
+
+
+def _fprop_direct(layer: ConvLayer, I: np.ndarray, F: np.ndarray, O: np.ndarray,
+                  X: np.ndarray, alpha: float, beta: float) -> None:
+    _kernels().fprop_direct(I, F, O, X, alpha, beta, layer.geometry)
+
+
+def _bprop_direct(layer: ConvLayer, E: np.ndarray, F: np.ndarray, G: np.ndarray,
+                  X: np.ndarray, alpha: float, beta: float) -> None:
+    _kernels().bprop_direct(F, E, G, X, alpha, beta, layer.geometry)
+
+
+def _update_direct(layer: ConvLayer, I: np.ndarray, E: np.ndarray, U: np.ndarray,
+                   X: Any, alpha: float, beta: float) -> None:
+    _kernels().update_direct(I, E, U, alpha, beta, layer.geometry)
+
+
+_CONV = {
+    "fprop": {"direct": _fprop_direct, "im2col": _fprop_im2col},
+    "bprop": {"direct": _bprop_direct, "im2col": _bprop_im2col},
+    "update": {"direct": _update_direct, "im2col": _update_im2col},
+}
+
+
+def _epilogue(O: np.ndarray, X: np.ndarray, bias: np.ndarray | None, mode: int, slope: float,
+              bsum: np.ndarray | None) -> None:
+    """Bias, relu (mode 1) or bprop relu (mode 2), batch sum, per channel row of O (K, L)."""
+    kernels = _kernels()
+    if kernels is not None:
+        empty = np.zeros((0, 1), O.dtype)
+        kernels.epilogue(O, X, empty if bias is None else bias, mode, slope,
+                         empty if bsum is None else bsum)
+        return
+    if bias is not None:
+        O += bias
+    if mode == 1:
+        O[...] = np.maximum(O, 0) + slope * np.minimum(O, 0)
+    elif mode == 2:
+        O *= (X > 0) + slope * (X < 0)
+    if bsum is not None:
+        np.sum(O, axis=1, keepdims=True, out=bsum)

@@ -1,0 +1,271 @@
+"""Callbacks (neon.callbacks.callbacks): hooks around training, with neon's names.
+
+`Callbacks(model, eval_set=..., eval_freq=1, serialize=N, save_path=...)` always holds a
+TrainCostCallback and (unless progress_bar=False) a ProgressBarCallback; with an eval_set a
+LossCallback evaluates the cost on it every eval_freq epochs. Results go to `callback_data`, a dict
+of lists ('cost/train': per-epoch mean cost, 'cost/loss': validation cost, 'time/train': seconds).
+
+The device is read only where something is shown or stored: the progress bar reads the running
+cost when it redraws (at most every 0.1 s and on the last batch), TrainCostCallback once per epoch.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import NervanaObject
+
+
+class Callback(NervanaObject):
+    epoch_freq: int = 1
+
+    def on_train_begin(self, callback_data: dict, model: Any, epochs: int) -> None: ...
+    def on_train_end(self, callback_data: dict, model: Any) -> None: ...
+    def on_epoch_begin(self, callback_data: dict, model: Any, epoch: int) -> None: ...
+    def on_epoch_end(self, callback_data: dict, model: Any, epoch: int) -> None: ...
+    def on_minibatch_begin(self, callback_data: dict, model: Any, epoch: int, minibatch: int) -> None: ...
+    def on_minibatch_end(self, callback_data: dict, model: Any, epoch: int, minibatch: int) -> None: ...
+
+    def should_fire(self, epoch: int) -> bool:
+        return self.epoch_freq > 0 and (epoch + 1) % self.epoch_freq == 0
+
+
+class TrainCostCallback(Callback):
+    """The mean training cost of each epoch into callback_data['cost/train'] (one read per epoch)."""
+
+    def on_train_begin(self, callback_data: dict, model: Any, epochs: int) -> None:
+        callback_data.setdefault("cost/train", [])
+
+    def on_epoch_end(self, callback_data: dict, model: Any, epoch: int) -> None:
+        callback_data["cost/train"].append(float(model.total_cost.get()[0, 0]))
+
+
+class ProgressBarCallback(Callback):
+    """`Epoch 0   [Train |████████████████████|  469/469  batches, 0.26 cost, 1.38s]`, redrawn in
+    place at most every `interval` seconds and on the last batch."""
+
+    def __init__(self, bar_width: int = 20, interval: float = 0.1, out: Any = None) -> None:
+        super().__init__()
+        self.bar_width, self.interval = bar_width, interval
+        self.out = out if out is not None else sys.stdout
+
+    def on_epoch_begin(self, callback_data: dict, model: Any, epoch: int) -> None:
+        self.start = self.last = time.perf_counter()
+        self.nbatches = model.nbatches
+
+    def line(self, epoch: int, done: int, cost: float, elapsed: float) -> str:
+        fill = int(round(self.bar_width * done / max(self.nbatches, 1)))
+        bar = "\u2588" * fill + " " * (self.bar_width - fill)
+        width = len(str(self.nbatches))
+        return (f"Epoch {epoch:<3d} [Train |{bar}| {done:>{width}d}/{self.nbatches:<{width}d} "
+                f"batches, {cost:.2f} cost, {elapsed:.2f}s]")
+
+    def on_minibatch_end(self, callback_data: dict, model: Any, epoch: int, minibatch: int) -> None:
+        now = time.perf_counter()
+        done = minibatch + 1
+        if done < self.nbatches and now - self.last < self.interval:
+            return
+        self.last = now
+        cost = float(model.total_cost.get()[0, 0]) / done
+        self.out.write("\r" + self.line(epoch, done, cost, now - self.start))
+        self.out.flush()
+
+    def on_epoch_end(self, callback_data: dict, model: Any, epoch: int) -> None:
+        extra = ""
+        losses = callback_data.get("cost/loss")
+        if losses and callback_data.get("cost/loss_epoch", [None])[-1] == epoch:
+            name = type(model.cost.costfunc).__name__ if model.cost is not None else "Validation"
+            extra = f" [{name} Loss {losses[-1]:.2f}, {callback_data['time/loss'][-1]:.2f}s]"
+        self.out.write(extra + "\n")
+        self.out.flush()
+
+
+def _dataset_cost(model: Any, dataset: Any) -> float:
+    """The model's cost averaged over a dataset's samples (inference mode)."""
+    cost = model.cost
+    total, n = 0.0, 0
+    dataset.reset()
+    for x, t in dataset:
+        y = model.fprop(x, inference=True)
+        bsz = min(dataset.ndata - n, model.be.bsz)
+        cost.outputs[:] = cost.costfunc(y, t)
+        total += float(cost.outputs.get()[0, :bsz].sum())
+        n += bsz
+    dataset.reset()
+    return total / n
+
+
+class LossCallback(Callback):
+    """The cost on `eval_set` every epoch_freq epochs into callback_data['cost/loss']."""
+
+    def __init__(self, eval_set: Any, epoch_freq: int = 1) -> None:
+        super().__init__()
+        self.eval_set, self.epoch_freq = eval_set, epoch_freq
+
+    def on_train_begin(self, callback_data: dict, model: Any, epochs: int) -> None:
+        for k in ("cost/loss", "cost/loss_epoch", "time/loss"):
+            callback_data.setdefault(k, [])
+
+    def on_epoch_end(self, callback_data: dict, model: Any, epoch: int) -> None:
+        if not self.should_fire(epoch):
+            return
+        t0 = time.perf_counter()
+        callback_data["cost/loss"].append(_dataset_cost(model, self.eval_set))
+        callback_data["cost/loss_epoch"].append(epoch)
+        callback_data["time/loss"].append(time.perf_counter() - t0)
+
+
+class MetricCallback(Callback):
+    """A metric on `eval_set` every epoch_freq epochs into callback_data['metrics/<name>']."""
+
+    def __init__(self, eval_set: Any, metric: Any, epoch_freq: int = 1) -> None:
+        super().__init__()
+        self.eval_set, self.metric, self.epoch_freq = eval_set, metric, epoch_freq
+
+    def on_epoch_end(self, callback_data: dict, model: Any, epoch: int) -> None:
+        if self.should_fire(epoch):
+            values = np.atleast_1d(model.eval(self.eval_set, metric=self.metric))
+            for name, v in zip(self.metric.metric_names, values):
+                callback_data.setdefault(f"metrics/{name}", []).append(float(v))
+
+
+class SerializeModelCallback(Callback):
+    """Saves the model's parameters every epoch_freq epochs; with history > 1 the last `history`
+    files are kept as save_path_<epoch>."""
+
+    def __init__(self, save_path: str, epoch_freq: int = 1, history: int = 1) -> None:
+        super().__init__()
+        self.save_path, self.epoch_freq, self.history = save_path, epoch_freq, history
+        self.saved: list = []
+
+    def on_epoch_end(self, callback_data: dict, model: Any, epoch: int) -> None:
+        if not self.should_fire(epoch):
+            return
+        path = self.save_path if self.history <= 1 else f"{self.save_path}_{epoch}"
+        model.save_params(path)
+        if self.history > 1:
+            self.saved.append(path)
+            while len(self.saved) > self.history:
+                old = self.saved.pop(0)
+                if os.path.exists(old):
+                    os.remove(old)
+
+
+class SaveBestStateCallback(Callback):
+    """Saves the parameters whenever the validation cost (cost/loss) reaches a new low."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.best_path, self.best = path, float("inf")
+
+    def on_epoch_end(self, callback_data: dict, model: Any, epoch: int) -> None:
+        losses = callback_data.get("cost/loss")
+        if losses and callback_data["cost/loss_epoch"][-1] == epoch and losses[-1] < self.best:
+            self.best = losses[-1]
+            model.save_params(self.best_path)
+
+
+class EarlyStopCallback(Callback):
+    """`stop_func(state, validation_cost) -> (state, finished)` after each validation; finished
+    ends training (neon's contract; the first call gets state None)."""
+
+    def __init__(self, stop_func: Callable) -> None:
+        super().__init__()
+        self.stop_func, self.stop_state = stop_func, None
+
+    def on_epoch_end(self, callback_data: dict, model: Any, epoch: int) -> None:
+        losses = callback_data.get("cost/loss")
+        if losses and callback_data["cost/loss_epoch"][-1] == epoch:
+            self.stop_state, finished = self.stop_func(self.stop_state, losses[-1])
+            if finished:
+                model.finished = True
+
+
+class RunTimerCallback(Callback):
+    """Training time into callback_data['time/train'] per epoch and 'time/total'."""
+
+    def on_train_begin(self, callback_data: dict, model: Any, epochs: int) -> None:
+        self.t0 = time.perf_counter()
+        callback_data.setdefault("time/train", [])
+
+    def on_epoch_begin(self, callback_data: dict, model: Any, epoch: int) -> None:
+        self.te = time.perf_counter()
+
+    def on_epoch_end(self, callback_data: dict, model: Any, epoch: int) -> None:
+        callback_data["time/train"].append(time.perf_counter() - self.te)
+
+    def on_train_end(self, callback_data: dict, model: Any) -> None:
+        callback_data["time/total"] = time.perf_counter() - self.t0
+
+
+class Callbacks(NervanaObject):
+    """The callbacks of one training run, called in order."""
+
+    def __init__(self, model: Any, train_set: Any = None, output_file: str | None = None,
+                 eval_freq: int | None = 1, progress_bar: bool = True, save_path: str | None = None,
+                 serialize: int = 0, history: int = 1, model_file: str | None = None,
+                 eval_set: Any = None, metric: Any = None, log_token: Any = None,
+                 multicost: bool = False) -> None:
+        super().__init__()
+        self.model = model
+        self.callback_data: dict = {}
+        self.callbacks: list = [RunTimerCallback(), TrainCostCallback()]
+        if eval_set is not None and eval_freq:
+            self.callbacks.append(LossCallback(eval_set, eval_freq))
+            if metric is not None:
+                self.callbacks.append(MetricCallback(eval_set, metric, eval_freq))
+        if serialize and save_path:
+            self.callbacks.append(SerializeModelCallback(save_path, serialize, history))
+        if model_file:
+            model.load_params(model_file)
+        if progress_bar:
+            self.callbacks.append(ProgressBarCallback())
+
+    def add_callback(self, callback: Callback, insert_pos: int | None = None) -> None:
+        if insert_pos is None:
+            # before the progress bar, so that what it prints at an epoch's end is there
+            bars = [i for i, c in enumerate(self.callbacks) if isinstance(c, ProgressBarCallback)]
+            insert_pos = bars[0] if bars else len(self.callbacks)
+        self.callbacks.insert(insert_pos, callback)
+
+    def add_validation_callback(self, valid_set: Any, epoch_freq: int) -> None:
+        self.add_callback(LossCallback(valid_set, epoch_freq))
+
+    def add_save_best_state_callback(self, path: str) -> None:
+        self.add_callback(SaveBestStateCallback(path))
+
+    def add_early_stop_callback(self, stop_func: Callable) -> None:
+        self.add_callback(EarlyStopCallback(stop_func))
+
+    def on_train_begin(self, epochs: int) -> None:
+        for c in self.callbacks:
+            c.on_train_begin(self.callback_data, self.model, epochs)
+
+    def on_train_end(self) -> None:
+        for c in self.callbacks:
+            c.on_train_end(self.callback_data, self.model)
+
+    def on_epoch_begin(self, epoch: int) -> None:
+        for c in self.callbacks:
+            c.on_epoch_begin(self.callback_data, self.model, epoch)
+
+    def on_epoch_end(self, epoch: int) -> None:
+        for c in self.callbacks:
+            c.on_epoch_end(self.callback_data, self.model, epoch)
+
+    def on_minibatch_begin(self, epoch: int, minibatch: int) -> None:
+        for c in self.callbacks:
+            c.on_minibatch_begin(self.callback_data, self.model, epoch, minibatch)
+
+    def on_minibatch_end(self, epoch: int, minibatch: int) -> None:
+        for c in self.callbacks:
+            c.on_minibatch_end(self.callback_data, self.model, epoch, minibatch)
+
+
+__all__ = ["Callbacks", "Callback", "TrainCostCallback", "ProgressBarCallback", "LossCallback",
+           "MetricCallback", "SerializeModelCallback", "SaveBestStateCallback",
+           "EarlyStopCallback", "RunTimerCallback"]

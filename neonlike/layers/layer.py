@@ -1,0 +1,569 @@
+"""neon's layers (neon.layers.layer). Data are feature-major: a layer's input and output buffers
+are (features, batch), where features is the C-order flattening of the layer's `in_shape` /
+`out_shape` ((channels, height, width) for image layers).
+
+Life of a layer: `configure(in_obj)` (shapes, from the previous layer or the dataset), then
+`allocate()` (output buffer, parameters), `set_deltas()` (the buffer of the error it sends back),
+then `fprop(inputs, inference)` and `bprop(error)` per minibatch. Parameter layers expose
+`get_params()` -> [((param, grad), states)] for the optimizers.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+
+from .. import NervanaObject
+from ..transforms.transform import has_bprop
+
+_ids = itertools.count()
+
+
+def _shape(x: Any) -> tuple:
+    return tuple(int(d) for d in x) if isinstance(x, (tuple, list)) else (int(x),)
+
+
+def interpret_in_shape(xshape: Any) -> tuple:
+    """(features,) for an int; a tuple as given."""
+    return _shape(xshape)
+
+
+class Layer(NervanaObject):
+    """Base of all layers."""
+
+    def __init__(self, name: str | None = None, parallelism: str = "Unknown") -> None:
+        super().__init__(name if name is not None else f"{type(self).__name__}_{next(_ids)}")
+        self.inputs: Any = None
+        self.outputs: Any = None
+        self.deltas: Any = None
+        self.in_shape: tuple | None = None
+        self.out_shape: tuple | None = None
+        self.prev_layer: Any = None
+        self.has_params = False
+        self.owns_output = True
+        self.parallelism = parallelism
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__} '{self.name}': {self.in_shape} -> {self.out_shape}"
+
+    # ---------------------------------------------------------------- set-up
+    def configure(self, in_obj: Any) -> Layer:
+        """Take the input shape from the previous layer, a dataset (its `shape`) or a shape."""
+        if isinstance(in_obj, Layer):
+            self.prev_layer = in_obj
+            self.in_shape = in_obj.out_shape
+        elif hasattr(in_obj, "shape") and not isinstance(in_obj, (tuple, list, int)):
+            self.in_shape = _shape(in_obj.shape)
+        else:
+            self.in_shape = _shape(in_obj)
+        return self
+
+    @property
+    def nin(self) -> int:
+        return math.prod(self.in_shape)
+
+    def allocate(self, shared_outputs: Any = None) -> None:
+        if self.owns_output:
+            self.outputs = self.be.iobuf(self.out_shape, shared=shared_outputs)
+
+    def set_deltas(self, delta_buffers: Any = None) -> None:
+        """The buffer of the error this layer sends to the previous one."""
+        self.deltas = self.be.iobuf(self.in_shape)
+
+    def _check_inputs(self, inputs: Any) -> None:
+        want = (self.nin, self.be.bsz)
+        if tuple(inputs.shape) != want:
+            raise ValueError(f"{self.name}: expected inputs of shape {want} (features of "
+                             f"{self.in_shape}, batch {self.be.bsz}), got {tuple(inputs.shape)}")
+
+    # ---------------------------------------------------------------- running
+    def fprop(self, inputs: Any, inference: bool = False) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must implement fprop")
+
+    def bprop(self, error: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must implement bprop")
+
+    def get_params(self) -> list:
+        return []
+
+    def get_terminal(self) -> Layer:
+        return self
+
+    # ---------------------------------------------------------------- serialisation
+    def get_description(self, get_weights: bool = False, keep_states: bool = False) -> dict:
+        return {"type": type(self).__name__, "name": self.name}
+
+    def load_weights(self, pdict: dict, load_states: bool = True) -> None:
+        pass
+
+
+class ParameterLayer(Layer):
+    """A layer with one parameter tensor W (and its gradient dW), filled by `init`."""
+
+    def __init__(self, init: Any = None, name: str | None = None, parallelism: str = "Unknown") -> None:
+        super().__init__(name, parallelism)
+        from ..initializers import GlorotUniform
+        self.init = init if init is not None else GlorotUniform()
+        self.W: Any = None
+        self.dW: Any = None
+        self.states: list = []
+        self.weight_shape: tuple | None = None
+        self.has_params = True
+
+    def allocate(self, shared_outputs: Any = None) -> None:
+        super().allocate(shared_outputs)
+        if self.W is None:
+            self.W = self.be.empty(self.weight_shape, name=f"{self.name}_W")
+            self.init.fill(self.W)
+        elif tuple(self.W.shape) != tuple(self.weight_shape):
+            raise ValueError(f"{self.name}: its weights have shape {tuple(self.W.shape)}, but "
+                             f"inputs of shape {self.in_shape} need {self.weight_shape}")
+        self.dW = self.be.zeros_like(self.W, name=f"{self.name}_dW")
+
+    def get_params(self) -> list:
+        return [((self.W, self.dW), self.states)]
+
+    def get_description(self, get_weights: bool = False, keep_states: bool = False) -> dict:
+        d = super().get_description()
+        if get_weights:
+            d["params"] = {"W": self.W.get()}
+            if keep_states:
+                d["states"] = [s.get() for s in self.states]
+        return d
+
+    def load_weights(self, pdict: dict, load_states: bool = True) -> None:
+        W = np.asarray(pdict["params"]["W"])
+        if self.W is None:
+            self.W = self.be.array(W, name=f"{self.name}_W")
+        else:
+            if tuple(W.shape) != tuple(self.W.shape):
+                raise ValueError(f"{self.name}: saved weights have shape {W.shape}, the layer's "
+                                 f"are {tuple(self.W.shape)}")
+            self.W.set(W)
+        if load_states and "states" in pdict:
+            self.states[:] = [self.be.array(s) for s in pdict["states"]]
+
+
+class Linear(ParameterLayer):
+    """outputs = W @ inputs, W of shape (nout, nin); no bias (that is the Bias layer)."""
+
+    def __init__(self, nout: int, init: Any = None, bsum: bool = False, name: str | None = None) -> None:
+        super().__init__(init, name)
+        if not isinstance(nout, (int, np.integer)) or nout <= 0:
+            raise ValueError(f"Linear: nout must be a positive int, got {nout!r}")
+        self.nout = int(nout)
+        self.bsum = bsum
+
+    def configure(self, in_obj: Any) -> Layer:
+        super().configure(in_obj)
+        self.out_shape = (self.nout,)
+        self.weight_shape = (self.nout, self.nin)
+        return self
+
+    def fprop(self, inputs: Any, inference: bool = False) -> Any:
+        self.inputs = inputs
+        self.be.compound_dot(self.W, inputs, self.outputs)
+        return self.outputs
+
+    def bprop(self, error: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
+        if self.deltas is not None:
+            self.be.compound_dot(self.W.T, error, self.deltas, alpha, beta)
+        self.be.compound_dot(error, self.inputs.T, self.dW)
+        return self.deltas
+
+
+class Bias(ParameterLayer):
+    """outputs = inputs + b, one b per channel (per feature for flat inputs); in place."""
+
+    def __init__(self, init: Any = None, name: str | None = None) -> None:
+        from ..initializers import Constant
+        super().__init__(init if init is not None else Constant(0.0), name)
+        self.owns_output = False
+
+    def configure(self, in_obj: Any) -> Layer:
+        super().configure(in_obj)
+        self.out_shape = self.in_shape
+        self.weight_shape = (self.in_shape[0], 1)
+        return self
+
+    def _channels(self, x: Any) -> Any:
+        """x as (channels, everything else): a view."""
+        return x if len(self.in_shape) == 1 else x.reshape((self.in_shape[0], -1))
+
+    def fprop(self, inputs: Any, inference: bool = False) -> Any:
+        self.outputs = self.inputs = inputs
+        y = self._channels(inputs)
+        y[:] = y + self.W
+        return self.outputs
+
+    def bprop(self, error: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
+        self.dW[:] = self.be.sum(self._channels(error), axis=1)
+        return error
+
+
+class Activation(Layer):
+    """outputs = transform(inputs), in place; bprop multiplies the error by transform.bprop(outputs)
+    (or, for a transform without bprop, runs its Autodiff gradient from the inputs)."""
+
+    def __init__(self, transform: Any, name: str | None = None) -> None:
+        super().__init__(name)
+        self.transform = transform
+        self.own_bprop = has_bprop(transform)
+        self.owns_output = not self.own_bprop   # Autodiff needs the inputs kept
+
+    def configure(self, in_obj: Any) -> Layer:
+        super().configure(in_obj)
+        self.out_shape = self.in_shape
+        return self
+
+    def fprop(self, inputs: Any, inference: bool = False) -> Any:
+        self.inputs = inputs
+        if self.own_bprop:
+            self.outputs = inputs
+        self.outputs[:] = self.transform(inputs)
+        return self.outputs
+
+    def bprop(self, error: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
+        if self.own_bprop:
+            d = self.transform.bprop(self.outputs)
+            if not (isinstance(d, (int, float)) and d == 1):
+                error[:] = d * error
+            return error
+        from ..backends.autodiff import Autodiff
+        (g,) = Autodiff(self.transform(self.inputs), self.be, next_error=error) \
+            .get_grad_op_tree([self.inputs])
+        error[:] = g
+        return error
+
+    def get_description(self, get_weights: bool = False, keep_states: bool = False) -> dict:
+        d = super().get_description()
+        d["transform"] = type(self.transform).__name__
+        return d
+
+
+class Dropout(Layer):
+    """Training: outputs = inputs * mask, mask 1 with probability `keep`; inference: inputs * keep
+    (neon's convention: no rescaling while training)."""
+
+    def __init__(self, keep: float = 0.5, name: str | None = None) -> None:
+        super().__init__(name)
+        if not 0.0 < keep <= 1.0:
+            raise ValueError(f"Dropout: keep must be in (0, 1], got {keep!r}")
+        self.keep = keep
+        self.keep_mask: Any = None
+
+    def configure(self, in_obj: Any) -> Layer:
+        super().configure(in_obj)
+        self.out_shape = self.in_shape
+        return self
+
+    def allocate(self, shared_outputs: Any = None) -> None:
+        super().allocate(shared_outputs)
+        self.keep_mask = self.be.iobuf(self.out_shape)
+
+    def fprop(self, inputs: Any, inference: bool = False) -> Any:
+        if inference:
+            self.outputs[:] = inputs * self.keep
+        else:
+            self.be.make_binary_mask(self.keep_mask, self.keep)
+            self.outputs[:] = inputs * self.keep_mask
+        return self.outputs
+
+    def bprop(self, error: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
+        if self.deltas is not None:
+            self.deltas[:] = error * self.keep_mask
+        return self.deltas
+
+
+class LookupTable(ParameterLayer):
+    """Word embeddings W (vocab_size, embedding_dim). Inputs (sentence_length, batch) of word ids;
+    outputs (embedding_dim, sentence_length * batch), time steps side by side (column t*batch + n
+    holds the embedding of inputs[t, n]), as neon's recurrent layers read them."""
+
+    def __init__(self, vocab_size: int, embedding_dim: int, init: Any = None, update: bool = True,
+                 pad_idx: int | None = None, name: str | None = None) -> None:
+        super().__init__(init, name)
+        self.vocab_size, self.embedding_dim = int(vocab_size), int(embedding_dim)
+        self.update, self.pad_idx = update, pad_idx
+
+    def configure(self, in_obj: Any) -> Layer:
+        super().configure(in_obj)
+        if len(self.in_shape) != 1:
+            raise ValueError(f"{self.name}: LookupTable takes (sentence_length,) inputs, got "
+                             f"in_shape {self.in_shape}")
+        self.out_shape = (self.embedding_dim, self.in_shape[0])
+        self.weight_shape = (self.vocab_size, self.embedding_dim)
+        return self
+
+    def fprop(self, inputs: Any, inference: bool = False) -> Any:
+        self.inputs = inputs
+        ids = np.rint(inputs.get()).astype(np.int64).ravel()
+        if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
+            raise ValueError(f"{self.name}: word ids must be in [0, {self.vocab_size}), got "
+                             f"{ids.min()}..{ids.max()}")
+        self._ids = ids
+        self.outputs.set(self.W.get()[ids].T)
+        return self.outputs
+
+    def bprop(self, error: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
+        if self.update:
+            dW = np.zeros(self.weight_shape, dtype=np.float64)
+            np.add.at(dW, self._ids, error.get().T)
+            if self.pad_idx is not None:
+                dW[self.pad_idx] = 0
+            self.dW.set(dW)
+        return None
+
+
+# ---------------------------------------------------------------- image layers
+def _spatial(in_shape: tuple, who: str) -> tuple:
+    """(C, D, H, W) of an image layer's input: (C, H, W) or (C, D, H, W)."""
+    if len(in_shape) == 3:
+        return (in_shape[0], 1, in_shape[1], in_shape[2])
+    if len(in_shape) == 4:
+        return tuple(in_shape)
+    raise ValueError(f"{who}: expects inputs of shape (C, H, W) or (C, D, H, W), got in_shape "
+                     f"{in_shape} (give the dataset an lshape, e.g. ArrayIterator(..., "
+                     f"lshape=(1, 28, 28)))")
+
+
+def _spec(value: Any, prefix: str, names: tuple = ("d", "h", "w")) -> dict:
+    """neon's strides/padding/dilation: an int for every spatial axis, or a dict of some of
+    `str_h`-style keys (the others 1 for strides and dilation, 0 for padding)."""
+    if isinstance(value, dict):
+        unknown = set(value) - {f"{prefix}_{n}" for n in names}
+        if unknown:
+            raise ValueError(f"unknown keys {sorted(unknown)}; expected {prefix}_d/h/w")
+        return dict(value)
+    return {f"{prefix}_{n}": int(value) for n in names}
+
+
+class Convolution(ParameterLayer):
+    """Cross-correlation with K filters of (T,) R x S over (C, (D,) H, W) inputs; W is
+    (C*T*R*S, K) as neon's. fshape: (R, S, K) or (T, R, S, K)."""
+
+    def __init__(self, fshape: Any, strides: Any = None, padding: Any = None, dilation: Any = None,
+                 init: Any = None, bsum: bool = False, name: str | None = None) -> None:
+        super().__init__(init, name)
+        fshape = _shape(fshape)
+        if len(fshape) not in (3, 4):
+            raise ValueError(f"Convolution: fshape must be (R, S, K) or (T, R, S, K), got {fshape}")
+        self.fshape = (1,) + fshape if len(fshape) == 3 else fshape
+        self.convparams = {**_spec(1 if strides is None else strides, "str"),
+                           **_spec(0 if padding is None else padding, "pad"),
+                           **_spec(1 if dilation is None else dilation, "dil")}
+        for k, v in {"str": 1, "dil": 1, "pad": 0}.items():
+            for n in "dhw":
+                self.convparams.setdefault(f"{k}_{n}", v)
+        self.bsum = bsum
+        self.nglayer: Any = None
+
+    def configure(self, in_obj: Any) -> Layer:
+        super().configure(in_obj)
+        C, D, H, W = _spatial(self.in_shape, f"{self.name} (Convolution)")
+        T, R, S, K = self.fshape
+        self.nglayer = self.be.conv_layer(self.be.default_dtype, self.be.bsz, C, K, D, H, W,
+                                          T, R, S, **self.convparams)
+        M, P, Q = self.nglayer.M, self.nglayer.P, self.nglayer.Q
+        self.out_shape = (K, P, Q) if len(self.in_shape) == 3 else (K, M, P, Q)
+        self.weight_shape = (C * T * R * S, K)
+        return self
+
+    def fprop(self, inputs: Any, inference: bool = False) -> Any:
+        self.inputs = inputs
+        self.be.fprop_conv(self.nglayer, inputs, self.W, self.outputs)
+        return self.outputs
+
+    def bprop(self, error: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
+        if self.deltas is not None:
+            self.be.bprop_conv(self.nglayer, self.W, error, self.deltas, alpha=alpha, beta=beta)
+        self.be.update_conv(self.nglayer, self.inputs, error, self.dW)
+        return self.deltas
+
+
+class Pooling(Layer):
+    """Max or average pooling over (T,) R x S windows of each channel; fshape an int (square), a
+    tuple (R, S), or 'all' (the whole image). Strides default to the window."""
+
+    def __init__(self, fshape: Any, op: str = "max", strides: Any = None, padding: Any = None,
+                 name: str | None = None) -> None:
+        super().__init__(name)
+        if op not in ("max", "avg"):
+            raise ValueError(f"Pooling: op must be 'max' or 'avg', got {op!r}")
+        self.fshape, self.op = fshape, op
+        self.strides, self.padding = strides, padding
+        self.nglayer: Any = None
+        self.argmax: Any = None
+
+    def configure(self, in_obj: Any) -> Layer:
+        super().configure(in_obj)
+        C, D, H, W = _spatial(self.in_shape, f"{self.name} (Pooling)")
+        if self.fshape == "all":
+            T, R, S = D, H, W
+        else:
+            f = _shape(self.fshape)
+            T, R, S = (1, f[0], f[0]) if len(f) == 1 else (1,) + f if len(f) == 2 else f
+        params = {**_spec(0 if self.padding is None else self.padding, "pad")}
+        if self.strides is None:
+            params.update(str_d=T, str_h=R, str_w=S)
+        else:
+            params.update(_spec(self.strides, "str"))
+        self.nglayer = self.be.pool_layer(self.be.default_dtype, self.op, self.be.bsz, C, D, H, W,
+                                          1, T, R, S, **params)
+        M, P, Q = self.nglayer.M, self.nglayer.P, self.nglayer.Q
+        self.out_shape = (C, P, Q) if len(self.in_shape) == 3 else (C, M, P, Q)
+        return self
+
+    def allocate(self, shared_outputs: Any = None) -> None:
+        super().allocate(shared_outputs)
+        if self.op == "max":
+            self.argmax = self.be.iobuf(self.out_shape, dtype=np.int32)
+
+    def fprop(self, inputs: Any, inference: bool = False) -> Any:
+        self.inputs = inputs
+        self.be.fprop_pool(self.nglayer, inputs, self.outputs, self.argmax)
+        return self.outputs
+
+    def bprop(self, error: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
+        if self.deltas is not None:
+            self.be.bprop_pool(self.nglayer, error, self.deltas, self.argmax, alpha, beta)
+        return self.deltas
+
+
+class BatchNorm(Layer):
+    """Normalises each feature (each channel for image inputs) over the batch (and the image):
+    y = gamma * (x - mean) / sqrt(var + eps) + beta, with running averages (rho) for inference."""
+
+    def __init__(self, rho: float = 0.9, eps: float = 1e-3, name: str | None = None) -> None:
+        super().__init__(name)
+        self.rho, self.eps = rho, eps
+        self.has_params = True
+        self.states: list = [[], []]
+
+    def configure(self, in_obj: Any) -> Layer:
+        super().configure(in_obj)
+        self.out_shape = self.in_shape
+        self.nfm = self.in_shape[0]
+        return self
+
+    def allocate(self, shared_outputs: Any = None) -> None:
+        super().allocate(shared_outputs)
+        be, F = self.be, (self.nfm, 1)
+        self.gamma, self.beta = be.ones(F, name=f"{self.name}_gamma"), be.zeros(F, name=f"{self.name}_beta")
+        self.grad_gamma, self.grad_beta = be.zeros(F), be.zeros(F)
+        self.gmean, self.gvar = be.zeros(F), be.ones(F)
+        self.xmean, self.xvar = be.zeros(F), be.zeros(F)
+
+    def _flat(self, x: Any) -> Any:
+        return x if len(self.in_shape) == 1 else x.reshape((self.nfm, -1))
+
+    def fprop(self, inputs: Any, inference: bool = False) -> Any:
+        self.inputs = inputs
+        self.be.compound_fprop_bn(self._flat(inputs), self.xmean, self.xvar, self.gmean, self.gvar,
+                                  self.gamma, self.beta, self._flat(self.outputs), self.eps,
+                                  self.rho, True, inference=inference)
+        return self.outputs
+
+    def bprop(self, error: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
+        deltas = self.deltas if self.deltas is not None else self.be.iobuf(self.in_shape)
+        self.be.compound_bprop_bn(self._flat(deltas), self.grad_gamma, self.grad_beta,
+                                  self._flat(error), self._flat(self.inputs), self.xmean,
+                                  self.xvar, self.gamma, self.eps)
+        return self.deltas
+
+    def get_params(self) -> list:
+        return [((self.gamma, self.grad_gamma), self.states[0]),
+                ((self.beta, self.grad_beta), self.states[1])]
+
+    def get_description(self, get_weights: bool = False, keep_states: bool = False) -> dict:
+        d = super().get_description()
+        if get_weights:
+            d["params"] = {k: getattr(self, k).get() for k in ("gamma", "beta", "gmean", "gvar")}
+            if keep_states:
+                d["states"] = [[s.get() for s in st] for st in self.states]
+        return d
+
+    def load_weights(self, pdict: dict, load_states: bool = True) -> None:
+        for k in ("gamma", "beta", "gmean", "gvar"):
+            getattr(self, k).set(np.asarray(pdict["params"][k]))
+        if load_states and "states" in pdict:
+            self.states = [[self.be.array(s) for s in st] for st in pdict["states"]]
+
+
+# ---------------------------------------------------------------- compound layers
+class CompoundLayer(list):
+    """A list of layers built from one description (a Sequential flattens it)."""
+
+    def __init__(self, bias: Any = None, batch_norm: bool = False, activation: Any = None,
+                 name: str | None = None) -> None:
+        super().__init__()
+        if batch_norm and bias is not None:
+            raise ValueError("batch_norm and bias cannot both be given (BatchNorm has its own shift)")
+        self.bias, self.batch_norm, self.activation = bias, batch_norm, activation
+        self.base_name = name
+
+    def add_postfilter_layers(self) -> None:
+        name = self.base_name
+        if self.bias is not None:
+            self.append(Bias(init=self.bias, name=f"{name}_bias" if name else None))
+        if self.batch_norm:
+            self.append(BatchNorm(name=f"{name}_bnorm" if name else None))
+        if self.activation is not None:
+            self.append(Activation(transform=self.activation,
+                                   name=f"{name}_{type(self.activation).__name__}" if name else None))
+
+
+class Affine(CompoundLayer):
+    """[Linear, Bias (when `bias` is an initializer), BatchNorm, Activation]."""
+
+    def __init__(self, nout: int, init: Any = None, bias: Any = None, batch_norm: bool = False,
+                 activation: Any = None, name: str | None = None) -> None:
+        super().__init__(bias, batch_norm, activation, name)
+        self.append(Linear(nout, init=init, bsum=batch_norm, name=name))
+        self.add_postfilter_layers()
+
+
+class Conv(CompoundLayer):
+    """[Convolution, Bias, BatchNorm, Activation]."""
+
+    def __init__(self, fshape: Any, init: Any = None, strides: Any = None, padding: Any = None,
+                 dilation: Any = None, bias: Any = None, batch_norm: bool = False,
+                 activation: Any = None, name: str | None = None) -> None:
+        super().__init__(bias, batch_norm, activation, name)
+        self.append(Convolution(fshape, strides=strides, padding=padding, dilation=dilation,
+                                init=init, bsum=batch_norm, name=name))
+        self.add_postfilter_layers()
+
+
+# ---------------------------------------------------------------- the cost layer
+class GeneralizedCost(NervanaObject):
+    """A cost function applied to the network's outputs: `get_cost` gives the mean cost over the
+    batch as a (1, 1) device tensor (not read back), `get_errors` the error to back-propagate."""
+
+    def __init__(self, costfunc: Any, name: str | None = None) -> None:
+        super().__init__(name)
+        self.costfunc = costfunc
+        self.outputs: Any = None
+        self.deltas: Any = None
+        self.cost: Any = None
+
+    def initialize(self, in_obj: Any) -> None:
+        terminal = in_obj.get_terminal() if hasattr(in_obj, "get_terminal") else in_obj
+        shape = terminal.out_shape if isinstance(terminal, Layer) else _shape(in_obj)
+        self.outputs = self.be.iobuf(1)
+        self.deltas = self.be.iobuf(shape)
+        self.cost = self.be.empty((1, 1))
+
+    def get_cost(self, inputs: Any, targets: Any) -> Any:
+        self.outputs[:] = self.costfunc(inputs, targets)
+        self.cost[:] = self.be.mean(self.outputs, axis=1)
+        return self.cost
+
+    def get_errors(self, inputs: Any, targets: Any) -> Any:
+        self.deltas[:] = self.costfunc.bprop(inputs, targets)
+        return self.deltas
+
+    def get_description(self) -> dict:
+        return {"type": "GeneralizedCost", "costfunc": type(self.costfunc).__name__}

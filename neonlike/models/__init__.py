@@ -1,0 +1,4 @@
+"""neon's Model."""
+from .model import Model
+
+__all__ = ["Model"]

@@ -1,0 +1,1 @@
+"""neon.util: the argument parser of the example scripts."""

@@ -1,0 +1,60 @@
+"""NeonArgparser (neon.util.argparser): neon's example-script flags; parse_args() also makes the
+backend (gen_backend) from them, as neon's did.
+
+    parser = NeonArgparser(__doc__); args = parser.parse_args()
+    args.epochs, args.batch_size, args.data_dir, args.callback_args  # -> Callbacks(model, **args.callback_args)
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from typing import Any
+
+import numpy as np
+
+_DTYPES = {"f16": np.float16, "f32": np.float32, "f64": np.float64,
+           "float16": np.float16, "float32": np.float32, "float64": np.float64}
+
+
+class NeonArgparser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, default_overrides: dict | None = None, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+        g = self.add_argument_group("neon")
+        g.add_argument("-b", "--backend", default=None,
+                       help="cpu, mkl or gpu (default: mkl where mkl-service is installed, else cpu)")
+        g.add_argument("-z", "--batch_size", type=int, default=128)
+        g.add_argument("-e", "--epochs", type=int, default=10)
+        g.add_argument("-r", "--rng_seed", type=int, default=None)
+        g.add_argument("-d", "--datatype", default="f32", choices=sorted(_DTYPES))
+        g.add_argument("-w", "--data_dir", default="~/nervana/data",
+                       help="where the dataset files are (nothing is downloaded)")
+        g.add_argument("--eval_freq", type=int, default=1, help="validate every N epochs (0: never)")
+        g.add_argument("-s", "--save_path", default=None, help="checkpoint file")
+        g.add_argument("--serialize", type=int, default=0, help="checkpoint every N epochs")
+        g.add_argument("--history", type=int, default=1, help="checkpoints kept")
+        g.add_argument("--model_file", default=None, help="weights to load before training")
+        g.add_argument("-o", "--output_file", default=None)
+        g.add_argument("--no_progress_bar", action="store_true")
+        g.add_argument("-v", "--verbose", action="count", default=0)
+        if default_overrides:
+            self.set_defaults(**default_overrides)
+
+    def parse_args(self, args: Any = None, namespace: Any = None, gen_be: bool = True) -> Any:  # type: ignore[override]
+        ns = super().parse_args(args, namespace)
+        ns.callback_args = {"eval_freq": ns.eval_freq, "save_path": ns.save_path,
+                            "serialize": ns.serialize, "history": ns.history,
+                            "model_file": ns.model_file, "output_file": ns.output_file,
+                            "progress_bar": not ns.no_progress_bar}
+        if gen_be:
+            from ..backends import gen_backend
+            name = ns.backend
+            if name is None:
+                name = "mkl" if importlib.util.find_spec("mkl") is not None else "cpu"
+            ns.backend = name
+            ns.be = gen_backend(backend=name, rng_seed=ns.rng_seed, datatype=_DTYPES[ns.datatype],
+                                batch_size=ns.batch_size)
+        return ns
+
+
+__all__ = ["NeonArgparser"]
