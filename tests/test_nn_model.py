@@ -61,7 +61,7 @@ def test_outputs_eval_and_save_load_round_trip(digits, tmp_path):
               optimizer=GradientDescentMomentum(0.1, momentum_coef=0.9), num_epochs=2)
     outputs = model.get_outputs(valid)
     assert outputs.shape == (valid.ndata, 10)
-    labels = np.asarray(valid.ydev.get()[0])
+    labels = valid.labels
     np.testing.assert_allclose(model.eval(valid, metric=Misclassification())[0],
                                np.mean(outputs.argmax(1) != labels), atol=1e-6)
     path = str(tmp_path / "mlp.pkl")

@@ -324,6 +324,14 @@ class Backend:
         if len(sa) != 2 or len(sb) != 2 or sa[1] != sb[0] or tuple(C.shape) != (sa[0], sb[1]):
             raise ValueError(f"compound_dot: expected A (m, k), B (k, n) and C (m, n), got "
                              f"A {sa}, B {sb}, C {tuple(C.shape)}")
+        fast = getattr(self, "_gemm", None)   # a device's direct GEMM on two tensors
+        if fast is not None and not (relu and beta != 0.0) and isinstance(A, Tensor) and \
+                isinstance(B, Tensor) and fast(A, B, C, alpha, beta):
+            if relu:
+                self.execute_assign(C, build(Op.MAXIMUM, C, 0.0))
+            if bsum is not None:
+                bsum[:] = build(Op.SUM, C, None, axis=1, keepdims=True)
+            return C
         product = build(Op.DOT, A, B)
         if alpha == 1.0 and beta == 0.0 and not relu:
             self.execute_assign(C, product)

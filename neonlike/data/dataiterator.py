@@ -1,9 +1,11 @@
 """ArrayIterator (neon.data.dataiterator): minibatches of in-memory arrays, feature-major.
 
-The whole X (N, features) goes to the device once; each minibatch is transposed on the device into
-an (features, bsz) buffer, and labels become one-hot (nclass, bsz) columns. The last partial batch
-wraps around to the start of the data, and the overflow carries into the next epoch (neon's
-behaviour), so every batch is full.
+The whole X goes to the device once (N, features), and the labels once as one-hot rows (N, nclass).
+A minibatch is the transposed view of bsz consecutive rows, (features, bsz) and (nclass, bsz): no
+copy (neon copied and transposed each batch; GEMMs read the transposed view as it is, and layers
+never write into their inputs). The last partial batch wraps around to the start of the data, and
+the overflow carries into the next epoch (neon's behaviour), so every batch is full; that batch
+is copied into the buffers `Xbuf` / `ybuf`.
 """
 from __future__ import annotations
 
@@ -60,13 +62,15 @@ class ArrayIterator(NervanaObject):
                     raise ValueError(f"ArrayIterator: labels must be in [0, {nclass}), got "
                                      f"{y.min()}..{y.max()}")
                 self.nclass = int(nclass)
-                self.ydev = be.array(y.reshape(1, -1).astype(np.int32))
-                self.ybuf = be.iobuf(self.nclass)
+                self.labels = y.astype(np.int64)
+                hot = np.zeros((self.ndata, self.nclass), dtype=be.default_dtype)
+                hot[np.arange(self.ndata), self.labels] = 1
+                self.ydev = be.array(hot)
             else:
                 y = y.reshape(self.ndata, -1)
                 self.nclass = y.shape[1]
                 self.ydev = be.array(y.astype(be.default_dtype))
-                self.ybuf = be.iobuf(self.nclass)
+            self.ybuf = be.iobuf(self.nclass)
         self.start = 0
 
     @property
@@ -78,26 +82,20 @@ class ArrayIterator(NervanaObject):
 
     def _fill(self, lo: int, n: int, at: int) -> None:
         """Samples lo..lo+n into columns at..at+n of the buffers."""
-        be = self.be
-        whole = at == 0 and n == be.bsz
-        xcols = self.Xbuf if whole else self.Xbuf[:, at:at + n]
-        xcols[:] = be.transpose(self.Xdev[lo:lo + n])
-        if self.ybuf is None:
-            return
-        ycols = self.ybuf if whole else self.ybuf[:, at:at + n]
-        if self.make_onehot:
-            ycols[:] = be.onehot(self.ydev[:, lo:lo + n], axis=0, depth=self.nclass)
-        else:
-            ycols[:] = be.transpose(self.ydev[lo:lo + n])
+        for buf, dev in ((self.Xbuf, self.Xdev), (self.ybuf, self.ydev)):
+            if buf is not None:
+                buf[:, at:at + n] = dev[lo:lo + n].T
 
     def __iter__(self) -> Iterator:
         bsz = self.be.bsz
         for i in range(self.start, self.ndata, bsz):
             n = min(bsz, self.ndata - i)
-            self._fill(i, n, 0)
-            if n < bsz:                        # wrap around to the start
+            if n == bsz:
+                yield self.Xdev[i:i + n].T, (None if self.ydev is None else self.ydev[i:i + n].T)
+            else:                                  # wrap around to the start
+                self._fill(i, n, 0)
                 self._fill(0, bsz - n, n)
-            yield self.Xbuf, self.ybuf
+                yield self.Xbuf, self.ybuf
         self.start = (self.start - self.ndata) % bsz
 
 

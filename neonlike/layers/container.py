@@ -43,6 +43,8 @@ class Sequential(Layer):
         return self
 
     def allocate(self, shared_outputs: Any = None) -> None:
+        # the first layer's input is the dataset's: never written in place
+        self.layers[0].owns_output = True
         for layer in self.layers:
             layer.allocate()
 

@@ -42,8 +42,8 @@ class Layer(NervanaObject):
         self.out_shape: tuple | None = None
         self.prev_layer: Any = None
         self.has_params = False
-        self.owns_output = True
-        self.parallelism = parallelism
+        self.owns_output = True      # False: fprop writes into its input (the previous layer's
+        self.parallelism = parallelism  # output); Sequential gives a first layer its own buffer
 
     def __str__(self) -> str:
         return f"{type(self).__name__} '{self.name}': {self.in_shape} -> {self.out_shape}"
@@ -193,9 +193,11 @@ class Bias(ParameterLayer):
         return x if len(self.in_shape) == 1 else x.reshape((self.in_shape[0], -1))
 
     def fprop(self, inputs: Any, inference: bool = False) -> Any:
-        self.outputs = self.inputs = inputs
-        y = self._channels(inputs)
-        y[:] = y + self.W
+        self.inputs = inputs
+        if not self.owns_output:     # in place, into the previous layer's output buffer
+            self.outputs = inputs
+        x = inputs if len(self.in_shape) == 1 else self.be.reshape(inputs, (self.in_shape[0], -1))
+        self._channels(self.outputs)[:] = x + self.W
         return self.outputs
 
     def bprop(self, error: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
@@ -220,7 +222,7 @@ class Activation(Layer):
 
     def fprop(self, inputs: Any, inference: bool = False) -> Any:
         self.inputs = inputs
-        if self.own_bprop:
+        if not self.owns_output:     # in place, into the previous layer's output buffer
             self.outputs = inputs
         self.outputs[:] = self.transform(inputs)
         return self.outputs

@@ -1,0 +1,39 @@
+"""The examples run as a user runs them and learn (scikit-learn's digits: no MNIST files here)."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("sklearn")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run(script, *args):
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "examples", script), *args],
+                         capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout
+
+
+def error_of(text):
+    return float(re.search(r"Misclassification error = ([\d.]+)%", text).group(1))
+
+
+def test_mnist_mlp_on_digits(tmp_path):
+    out = run("mnist_mlp.py", "-w", str(tmp_path), "-b", "cpu", "-r", "0", "-z", "32")
+    assert "scikit-learn's digits" in out
+    assert re.search(r"Epoch 9 +\[Train \|\u2588{20}\| 45/45 batches, [\d.]+ cost, [\d.]+s\]", out)
+    assert error_of(out) <= 5.0
+
+
+def test_custom_layer_example():
+    out = run("custom_layer.py")
+    assert "learned PReLU slopes" in out and error_of(out) <= 6.0
+
+
+def test_custom_cost_example():
+    assert error_of(run("custom_cost.py")) <= 6.0
