@@ -451,3 +451,43 @@ def test_multi_optimizer(be):
     np.testing.assert_allclose(b.W.get(), 0.5)
     with pytest.raises(ValueError, match="'default'"):
         MultiOptimizer({"b": GradientDescentMomentum(0.5)})
+
+
+# ---------------------------------------------------------------- image layers (the CPU's compound ops)
+from neonlike.layers import BatchNorm, Convolution, Pooling  # noqa: E402
+
+
+@pytest.mark.parametrize("kw", [dict(fshape=(3, 3, 2)), dict(fshape=(2, 3, 3), strides=2, padding=1),
+                                dict(fshape=(3, 2, 2), dilation={"dil_h": 2}, padding={"pad_w": 1})],
+                         ids=["3x3", "stride2-pad1", "dilated"])
+def test_convolution_layer(be, kw):
+    fshape = kw.pop("fshape")
+    layer = Convolution(fshape, init=Gaussian(0, 0.5), **kw)
+    check_layer(be, layer, (2, 5, 4), rand((40, N), seed=40), params=("W",), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("op", ["max", "avg"])
+def test_pooling_layer(be, op):
+    x = rand((2 * 4 * 6, N), seed=41)
+    x += np.arange(x.size).reshape(x.shape) * 1e-3     # no ties: max is differentiable
+    check_layer(be, Pooling((2, 3), op=op), (2, 4, 6), x)
+    check_layer(be, Pooling(2, op=op, strides=1, padding=1), (2, 4, 6), x)
+
+
+def test_batchnorm_layer(be):
+    layer = BatchNorm(eps=1e-3)
+    check_layer(be, layer, (3,), rand((3, N), -2, 2, seed=42), params=("gamma", "beta"))
+    check_layer(be, BatchNorm(), (2, 2, 3), rand((12, N), seed=43), params=("gamma", "beta"))
+
+
+def test_batchnorm_inference_uses_running_statistics(be):
+    layer = BatchNorm(rho=0.5, eps=1e-3)
+    layer.configure((3,))
+    layer.allocate()
+    x = rand((3, N), -2, 2, seed=44)
+    layer.fprop(be.array(x))
+    mean, var = x.mean(1, keepdims=True), x.var(1, keepdims=True)
+    np.testing.assert_allclose(layer.gmean.get(), 0.5 * mean, rtol=1e-10)
+    np.testing.assert_allclose(layer.gvar.get(), 0.5 + 0.5 * var, rtol=1e-10)
+    y = layer.fprop(be.array(x), inference=True).get()
+    np.testing.assert_allclose(y, (x - 0.5 * mean) / np.sqrt(0.5 + 0.5 * var + 1e-3), rtol=1e-10)

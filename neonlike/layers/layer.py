@@ -331,15 +331,17 @@ def _spatial(in_shape: tuple, who: str) -> tuple:
                      f"lshape=(1, 28, 28)))")
 
 
-def _spec(value: Any, prefix: str, names: tuple = ("d", "h", "w")) -> dict:
-    """neon's strides/padding/dilation: an int for every spatial axis, or a dict of some of
-    `str_h`-style keys (the others 1 for strides and dilation, 0 for padding)."""
+def _spec(value: Any, prefix: str, volumetric: bool) -> dict:
+    """neon's strides/padding/dilation: an int for every spatial axis (h and w; d too for
+    volumetric inputs), or a dict of some of the `str_h`-style keys (the others keep their
+    defaults: 1 for strides and dilation, 0 for padding)."""
+    names = ("d", "h", "w")
     if isinstance(value, dict):
         unknown = set(value) - {f"{prefix}_{n}" for n in names}
         if unknown:
             raise ValueError(f"unknown keys {sorted(unknown)}; expected {prefix}_d/h/w")
-        return dict(value)
-    return {f"{prefix}_{n}": int(value) for n in names}
+        return {k: int(v) for k, v in value.items()}
+    return {f"{prefix}_{n}": int(value) for n in (names if volumetric else names[1:])}
 
 
 class Convolution(ParameterLayer):
@@ -353,12 +355,10 @@ class Convolution(ParameterLayer):
         if len(fshape) not in (3, 4):
             raise ValueError(f"Convolution: fshape must be (R, S, K) or (T, R, S, K), got {fshape}")
         self.fshape = (1,) + fshape if len(fshape) == 3 else fshape
-        self.convparams = {**_spec(1 if strides is None else strides, "str"),
-                           **_spec(0 if padding is None else padding, "pad"),
-                           **_spec(1 if dilation is None else dilation, "dil")}
-        for k, v in {"str": 1, "dil": 1, "pad": 0}.items():
-            for n in "dhw":
-                self.convparams.setdefault(f"{k}_{n}", v)
+        self.strides, self.padding, self.dilation = strides, padding, dilation
+        for value, prefix in ((strides, "str"), (padding, "pad"), (dilation, "dil")):
+            if value is not None:
+                _spec(value, prefix, True)      # bad keys fail here, where the layer is written
         self.bsum = bsum
         self.nglayer: Any = None
 
@@ -366,8 +366,13 @@ class Convolution(ParameterLayer):
         super().configure(in_obj)
         C, D, H, W = _spatial(self.in_shape, f"{self.name} (Convolution)")
         T, R, S, K = self.fshape
+        volumetric = len(self.in_shape) == 4
+        params = {f"{k}_{n}": v for k, v in (("str", 1), ("pad", 0), ("dil", 1)) for n in "dhw"}
+        for value, prefix in ((self.strides, "str"), (self.padding, "pad"), (self.dilation, "dil")):
+            if value is not None:
+                params.update(_spec(value, prefix, volumetric))
         self.nglayer = self.be.conv_layer(self.be.default_dtype, self.be.bsz, C, K, D, H, W,
-                                          T, R, S, **self.convparams)
+                                          T, R, S, **params)
         M, P, Q = self.nglayer.M, self.nglayer.P, self.nglayer.Q
         self.out_shape = (K, P, Q) if len(self.in_shape) == 3 else (K, M, P, Q)
         self.weight_shape = (C * T * R * S, K)
@@ -407,11 +412,12 @@ class Pooling(Layer):
         else:
             f = _shape(self.fshape)
             T, R, S = (1, f[0], f[0]) if len(f) == 1 else (1,) + f if len(f) == 2 else f
-        params = {**_spec(0 if self.padding is None else self.padding, "pad")}
-        if self.strides is None:
-            params.update(str_d=T, str_h=R, str_w=S)
-        else:
-            params.update(_spec(self.strides, "str"))
+        volumetric = len(self.in_shape) == 4
+        params = {"pad_d": 0, "pad_h": 0, "pad_w": 0, "str_d": T, "str_h": R, "str_w": S}
+        if self.padding is not None:
+            params.update(_spec(self.padding, "pad", volumetric))
+        if self.strides is not None:
+            params.update(_spec(self.strides, "str", volumetric))
         self.nglayer = self.be.pool_layer(self.be.default_dtype, self.op, self.be.bsz, C, D, H, W,
                                           1, T, R, S, **params)
         M, P, Q = self.nglayer.M, self.nglayer.P, self.nglayer.Q
