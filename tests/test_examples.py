@@ -37,3 +37,8 @@ def test_custom_layer_example():
 
 def test_custom_cost_example():
     assert error_of(run("custom_cost.py")) <= 6.0
+
+
+def test_convnet_example(tmp_path):
+    out = run("convnet.py", "-w", str(tmp_path), "-b", "cpu", "-r", "0", "-z", "32", "-e", "4")
+    assert error_of(out) <= 8.0
