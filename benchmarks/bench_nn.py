@@ -90,6 +90,7 @@ def conv_neonlike(X, y):
     def steps(k):
         for x, t in batches[:k]:
             out = model.fprop(x)
+            cost.get_cost(out, t)
             model.bprop(cost.get_errors(out, t))
             opt.optimize(model.layers_to_optimize, 0)
     return steps
