@@ -481,3 +481,39 @@ def test_begin_end_and_cleanup_do_nothing_harmful(name):
     be.cleanup_backend()
     be.cleanup_backend()
     np.testing.assert_allclose(x.get(), [[1.0, 2.0], [3.0, -4.0]])
+
+
+def test_the_layer_library_trains_with_optional_dependencies_blocked():
+    """numba, mkl, pycuda and scikit-learn absent: layers, convolution and pooling still train
+    (numpy paths), and importing the library needs none of them."""
+    result = run_python("""
+        import sys
+        for name in ("numba", "pycuda", "mkl", "sklearn"):
+            sys.modules[name] = None
+        import numpy as np
+        from neonlike.backends import gen_backend
+        from neonlike.data import ArrayIterator
+        from neonlike.initializers import Gaussian
+        from neonlike.layers import Affine, Conv, GeneralizedCost, Pooling
+        from neonlike.models import Model
+        from neonlike.optimizers import GradientDescentMomentum
+        from neonlike.transforms import CrossEntropyBinary, Logistic, Rectlin
+        gen_backend("cpu", rng_seed=0, batch_size=8)
+        rng = np.random.default_rng(0)
+        X, y = rng.random((32, 36)), rng.integers(0, 3, 32)
+        data = ArrayIterator(X, y, nclass=3, lshape=(1, 6, 6))
+        model = Model([Conv((3, 3, 4), init=Gaussian(0, 0.1), activation=Rectlin()), Pooling(2),
+                       Affine(3, init=Gaussian(0, 0.1), activation=Logistic(shortcut=True))])
+        model.fit(data, cost=GeneralizedCost(CrossEntropyBinary()),
+                  optimizer=GradientDescentMomentum(0.1, momentum_coef=0.9), num_epochs=2)
+        print(model.get_outputs(data).shape)
+        try:
+            from neonlike.data import load_digits
+            load_digits()
+        except ImportError as e:
+            print("ImportError", e)
+    """)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "(32, 3)"
+    assert lines[1].startswith("ImportError") and "scikit-learn" in lines[1]
