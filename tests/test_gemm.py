@@ -620,3 +620,30 @@ def test_set_num_threads():
     assert G.get_num_threads() == before
     with pytest.raises(ValueError):
         G.set_num_threads(0)
+
+
+def test_mkl_threads_come_from_tbb_and_the_environment_is_left_alone():
+    """MKL is asked for its TBB threading layer (numba's pool), without leaving
+    MKL_THREADING_LAYER in the environment: a child process, which has not preloaded libtbb,
+    must not inherit it (MKL aborts a process that cannot load its layer)."""
+    import textwrap
+    if G.backend_name() != "mkl":
+        pytest.skip("MKL is not installed")
+    code = textwrap.dedent("""
+        import os, subprocess, sys
+        import numpy as np
+        from neonlike.backends import gemm
+        gemm.gemm(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), np.empty((2, 2), np.float32))
+        maps = open("/proc/self/maps").read()
+        print("tbb" if "libmkl_tbb_thread" in maps else "other", os.environ.get("MKL_THREADING_LAYER"))
+        child = subprocess.run([sys.executable, "-c", "import mkl, numpy; print('child ok')"],
+                               capture_output=True, text=True)
+        print(child.stdout.strip(), child.returncode)
+    """)
+    # os.environ, not the C-level environment, which mkl-service's import may have changed
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={k: v for k, v in os.environ.items() if k != "MKL_THREADING_LAYER"})
+    assert out.returncode == 0, out.stderr
+    first, second = out.stdout.splitlines()
+    assert first == "tbb None", first
+    assert second == "child ok 0", second

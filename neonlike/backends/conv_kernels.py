@@ -176,73 +176,142 @@ def update_direct(I, E, U, alpha, beta, g):
 
 
 # ---------------------------------------------------------------------------------------------
-# im2col / col2im over a block of output rows mp in [mp0, mp1) (mp = m*P + p)
+# direct convolution on a zero-padded input, width stride 1 (the fast path)
+# ---------------------------------------------------------------------------------------------
+
+@njit(parallel=True, cache=True, fastmath=_FMA)
+def conv_taps(Ip, Ft, tapoff, O, X, alpha, beta, P, rowstep_m, rowstep_p):
+    """O[k, mp] = alpha * sum_tap Ft[k, tap] * Ip[base(mp) + tapoff[tap] : ... + Q*N] + beta * X.
+
+    Ip is the flat zero-padded input, O and X are (K, M*P, Q*N), base(mp) = m * rowstep_m +
+    p * rowstep_p. With stride 1 along the width, each tap of an output row reads one contiguous
+    slice of the input, so the loop over taps (8 at a time) runs over whole rows.
+    """
+    K, ntap = Ft.shape
+    _, MP, QN = O.shape
+    for kmp in prange(K * MP):
+        k, mp = kmp // MP, kmp % MP
+        base = (mp // P) * rowstep_m + (mp % P) * rowstep_p
+        acc = np.zeros(QN, O.dtype)
+        t = 0
+        while t + 8 <= ntap:
+            f0, f1, f2, f3 = Ft[k, t], Ft[k, t + 1], Ft[k, t + 2], Ft[k, t + 3]
+            f4, f5, f6, f7 = Ft[k, t + 4], Ft[k, t + 5], Ft[k, t + 6], Ft[k, t + 7]
+            a0, a1, a2, a3 = (base + tapoff[t], base + tapoff[t + 1], base + tapoff[t + 2],
+                              base + tapoff[t + 3])
+            a4, a5, a6, a7 = (base + tapoff[t + 4], base + tapoff[t + 5], base + tapoff[t + 6],
+                              base + tapoff[t + 7])
+            x0, x1, x2, x3 = Ip[a0:a0 + QN], Ip[a1:a1 + QN], Ip[a2:a2 + QN], Ip[a3:a3 + QN]
+            x4, x5, x6, x7 = Ip[a4:a4 + QN], Ip[a5:a5 + QN], Ip[a6:a6 + QN], Ip[a7:a7 + QN]
+            for j in range(QN):
+                acc[j] += ((f0 * x0[j] + f1 * x1[j] + f2 * x2[j] + f3 * x3[j])
+                           + (f4 * x4[j] + f5 * x5[j] + f6 * x6[j] + f7 * x7[j]))
+            t += 8
+        while t < ntap:
+            f0, a0 = Ft[k, t], base + tapoff[t]
+            x0 = Ip[a0:a0 + QN]
+            for j in range(QN):
+                acc[j] += f0 * x0[j]
+            t += 1
+        out = O[k, mp]
+        if beta == 0.0:
+            for j in range(QN):
+                out[j] = alpha * acc[j]
+        else:
+            x = X[k, mp]
+            for j in range(QN):
+                out[j] = alpha * acc[j] + beta * x[j]
+
+
+@njit(parallel=True, cache=True, fastmath=_DOT)
+def update_taps(Ip, E, tapoff, U, alpha, beta, P, rowstep_m, rowstep_p, zero):
+    """U[tap, k] = alpha * sum_mp <Ip[base(mp) + tapoff[tap] : ... + Q*N], E[k, mp]> + beta * U.
+
+    E is (K, M*P, Q*N), U is (taps, K); one tap per task, four filters per pass over a row.
+    `zero` is a 0 of the data's dtype (the batch sums run in it, vectorised).
+    """
+    ntap, K = U.shape
+    _, MP, QN = E.shape
+    for tap in prange(ntap):
+        acc = np.zeros(K, np.float64)
+        for mp in range(MP):
+            a = (mp // P) * rowstep_m + (mp % P) * rowstep_p + tapoff[tap]
+            x = Ip[a:a + QN]
+            k = 0
+            while k + 4 <= K:
+                e0, e1, e2, e3 = E[k, mp], E[k + 1, mp], E[k + 2, mp], E[k + 3, mp]
+                s0 = s1 = s2 = s3 = zero
+                for j in range(QN):
+                    v = x[j]
+                    s0 += v * e0[j]
+                    s1 += v * e1[j]
+                    s2 += v * e2[j]
+                    s3 += v * e3[j]
+                acc[k] += s0
+                acc[k + 1] += s1
+                acc[k + 2] += s2
+                acc[k + 3] += s3
+                k += 4
+            while k < K:
+                e0 = E[k, mp]
+                s0 = zero
+                for j in range(QN):
+                    s0 += x[j] * e0[j]
+                acc[k] += s0
+                k += 1
+        for k in range(K):
+            U[tap, k] = alpha * acc[k] + (beta * U[tap, k] if beta != 0.0 else 0.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# im2col / col2im over a block of output positions [pos0, pos1) (pos = (m*P + p)*Q + q)
 # ---------------------------------------------------------------------------------------------
 
 @njit(parallel=True, cache=True)
-def im2col(I, col, mp0, mp1, T, R, S, M, P, Q, g):
-    """col[(c,t,r,s), ((mp-mp0)*Q + q)*N + n] = I[c, d, h, w, n] (0 in padding)."""
+def im2col(I, col, pos0, pos1, T, R, S, M, P, Q, g):
+    """col[(c,t,r,s), (pos-pos0)*N + n] = I[c, d, h, w, n] (0 in padding)."""
     C, D, H, W, N = I.shape
     pd, ph, pw, sd, sh, sw, dd, dh, dw = g
-    If = I.reshape(C, D, H, W * N)
-    QN = Q * N
     for row in prange(C * T * R * S):
         c, t, r, s = row // (T * R * S), (row // (R * S)) % T, (row // S) % R, row % S
         dst = col[row]
-        q0, q1, w0 = _outs(W, sw, pw, dw, s, Q)
-        for mp in range(mp0, mp1):
-            m, p = mp // P, mp % P
+        for pos in range(pos0, pos1):
+            m, p, q = pos // (P * Q), (pos // Q) % P, pos % Q
             d = m * sd - pd + t * dd
             h = p * sh - ph + r * dh
-            base = (mp - mp0) * QN
-            if d < 0 or d >= D or h < 0 or h >= H:
-                dst[base:base + QN] = 0
-                continue
-            src = If[c, d, h]
-            dst[base:base + q0 * N] = 0
-            dst[base + q1 * N:base + QN] = 0
-            if sw == 1:
-                shift = w0 * N - base
-                for j in range(base + q0 * N, base + q1 * N):
-                    dst[j] = src[j + shift]
+            w = q * sw - pw + s * dw
+            base = (pos - pos0) * N
+            if d < 0 or d >= D or h < 0 or h >= H or w < 0 or w >= W:
+                for n in range(N):
+                    dst[base + n] = 0
             else:
-                for q in range(q0, q1):
-                    a, b = base + q * N, (w0 + q * sw) * N
-                    for n in range(N):
-                        dst[a + n] = src[b + n]
+                src = I[c, d, h, w]
+                for n in range(N):
+                    dst[base + n] = src[n]
 
 
 @njit(parallel=True, cache=True)
-def col2im(col, G, mp0, mp1, T, R, S, M, P, Q, g):
+def col2im(col, G, pos0, pos1, T, R, S, M, P, Q, g):
     """G[c, d, h, w, n] += the columns that im2col would have filled from it; one channel
     per task (taps of one channel overlap, channels do not)."""
     C, D, H, W, N = G.shape
     pd, ph, pw, sd, sh, sw, dd, dh, dw = g
-    Gf = G.reshape(C, D, H, W * N)
-    QN = Q * N
     for c in prange(C):
         for t in range(T):
             for r in range(R):
                 for s in range(S):
                     src = col[((c * T + t) * R + r) * S + s]
-                    q0, q1, w0 = _outs(W, sw, pw, dw, s, Q)
-                    for mp in range(mp0, mp1):
-                        m, p = mp // P, mp % P
+                    for pos in range(pos0, pos1):
+                        m, p, q = pos // (P * Q), (pos // Q) % P, pos % Q
                         d = m * sd - pd + t * dd
                         h = p * sh - ph + r * dh
-                        if d < 0 or d >= D or h < 0 or h >= H:
+                        w = q * sw - pw + s * dw
+                        if d < 0 or d >= D or h < 0 or h >= H or w < 0 or w >= W:
                             continue
-                        dst = Gf[c, d, h]
-                        base = (mp - mp0) * QN
-                        if sw == 1:
-                            shift = w0 * N - base
-                            for j in range(base + q0 * N, base + q1 * N):
-                                dst[j + shift] += src[j]
-                        else:
-                            for q in range(q0, q1):
-                                a, b = base + q * N, (w0 + q * sw) * N
-                                for n in range(N):
-                                    dst[b + n] += src[a + n]
+                        dst = G[c, d, h, w]
+                        base = (pos - pos0) * N
+                        for n in range(N):
+                            dst[n] += src[base + n]
 
 
 # ---------------------------------------------------------------------------------------------

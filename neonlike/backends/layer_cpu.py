@@ -24,7 +24,8 @@ def output_dim(X: int, S: int, pad: int, stride: int, dil: int, what: str) -> in
     size = (X + 2 * pad - (dil * (S - 1) + 1)) // stride + 1
     if size < 1:
         raise ValueError(f"{what}: a window of {S} (dilation {dil}) does not fit an input of "
-                         f"{X} with padding {pad}: output size {size}; pad more or shrink the window")
+                         f"{X} with padding {pad}: output size {size}; pad more or shrink the "
+                         "window")
     return size
 
 
@@ -58,7 +59,8 @@ class ConvLayer:
         self.dimI2 = (C * D * H * W, N)
         self.dimF2 = (C * T * R * S, K)
         self.dimO2 = (K * M * P * Q, N)
-        self.sizeI, self.sizeF, self.sizeO = (math.prod(d) for d in (self.dimI, self.dimF, self.dimO))
+        self.sizeI, self.sizeF, self.sizeO = (math.prod(d) for d in
+                                              (self.dimI, self.dimF, self.dimO))
         self.nOut = K * M * P * Q
         # what the kernels take: padding, strides, dilation as one int tuple
         self.geometry = self.padding + self.strides + self.dilation
@@ -94,8 +96,8 @@ class PoolLayer:
                         zip((str_c, str_d, str_h, str_w), (J, T, R, S)))
         for name, pad, win in (("pad_d", pad_d, T), ("pad_h", pad_h, R), ("pad_w", pad_w, S)):
             if pad >= win:
-                raise ValueError(f"pool_layer: {name}={pad} must be smaller than the window ({win}) "
-                                 "so that no window lies wholly in the padding")
+                raise ValueError(f"pool_layer: {name}={pad} must be smaller than the window "
+                                 f"({win}) so that no window lies wholly in the padding")
         self.dtype = np.dtype(dtype)
         self.op = op
         self.N, self.C = N, C
@@ -132,7 +134,8 @@ def _tap_slices(layer: ConvLayer, t: int, r: int, s: int) -> tuple:
     """Slices of the padded input that tap (t, r, s) reads for every output position."""
     (M, P, Q), (sd, sh, sw), (dd, dh, dw) = layer.MPQ, layer.strides, layer.dilation
     return (slice(None), slice(t * dd, t * dd + sd * (M - 1) + 1, sd),
-            slice(r * dh, r * dh + sh * (P - 1) + 1, sh), slice(s * dw, s * dw + sw * (Q - 1) + 1, sw))
+            slice(r * dh, r * dh + sh * (P - 1) + 1, sh),
+            slice(s * dw, s * dw + sw * (Q - 1) + 1, sw))
 
 
 def _padded_shape(layer: ConvLayer) -> tuple:
@@ -189,7 +192,8 @@ def _pool_counts(layer: PoolLayer) -> np.ndarray:
                                         layer.strides[1:], layer.MPQ):
         start = np.arange(out) * stride - pad
         counts.append(np.minimum(start + win, X) - np.maximum(start, 0))
-    return (counts[0][:, None, None] * counts[1][None, :, None] * counts[2][None, None, :])[..., None]
+    total = counts[0][:, None, None] * counts[1][None, :, None] * counts[2][None, None, :]
+    return total[..., None]
 
 
 def fprop_pool_numpy(layer: PoolLayer, I: np.ndarray, argmax: np.ndarray | None) -> np.ndarray:

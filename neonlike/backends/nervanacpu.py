@@ -92,6 +92,15 @@ class NervanaCPU(NNOpsMixin, Backend):
             out._store(reference.evaluate(value, reference.tree_dtype(out, value)))
         return out
 
+    def _gemm(self, A: CPUTensor, B: CPUTensor, C: CPUTensor, alpha: float, beta: float) -> bool:
+        """C = alpha * A @ B + beta * C straight through MKL (compound_dot's fast path); False
+        where the dtypes differ (the op-tree path then converts)."""
+        if not (A.dtype == B.dtype == C.dtype):
+            return False
+        from .gemm import gemm
+        gemm(A._tensor, B._tensor, C._tensor, alpha, beta)
+        return True
+
     def execute_assign(self, out: CPUTensor, value: OpTreeNode) -> CPUTensor:
         """`out[:] = value` straight to the engine, without an `assign` node."""
         engine = _FUSED[0] if _FUSED else _fused()

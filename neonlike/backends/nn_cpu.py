@@ -35,7 +35,7 @@ from .layer_cpu import (ALGOS, ConvLayer, PoolLayer, bprop_pool_numpy, col2im_nu
                         fprop_pool_numpy, im2col_numpy)
 
 ALGO_ENV = "NEONLIKE_CONV_ALGO"
-CHUNK_BYTES = 4 << 20    # im2col block size: see benchmarks/README.md (bench_nn_ops.py)
+CHUNK_BYTES = 2 << 20    # im2col block size: see benchmarks/README.md (bench_nn_ops.py)
 MAX_CHOICES = 1024       # remembered (op, layer shape) -> algo entries per backend
 
 _NUMBA: list = []
@@ -205,8 +205,10 @@ class NNOpsMixin:
         return choices
 
     def clear_conv_choices(self) -> None:
-        """Forget the timed conv path choices (each layer shape is timed again on next use)."""
+        """Forget the timed conv path choices (each layer shape is timed again on next use) and
+        free the im2col column buffers."""
         self.conv_choices.clear()
+        _WORKSPACE.clear()
 
     def _conv_algo(self, layer: ConvLayer, op: str, trial: Callable, out: np.ndarray) -> str:
         """The forced, remembered or (timed now, on scratch outputs) faster path for op."""
@@ -382,26 +384,19 @@ def _is_dot(layer: ConvLayer) -> bool:
 _WORKSPACE: dict = {}
 
 
-def _workspace(layer: ConvLayer, dtype: np.dtype) -> tuple[np.ndarray, int]:
-    """A C-contiguous column buffer and the output rows (m, p) per block."""
-    (M, P, Q), N, rows_f = layer.MPQ, layer.N, layer.dimF2[0]
-    per_row = rows_f * Q * N * dtype.itemsize
-    block = max(1, min(M * P, CHUNK_BYTES // per_row))
-    size = rows_f * block * Q * N
+def _blocks(layer: ConvLayer, dtype: np.dtype):
+    """(pos0, pos1, column block (CTRS, (pos1 - pos0) * N), the output columns it makes) over
+    blocks of output positions pos = (m*P + p)*Q + q, each about CHUNK_BYTES of columns."""
+    N, rows_f, positions = layer.N, layer.dimF2[0], layer.M * layer.P * layer.Q
+    block = max(1, min(positions, CHUNK_BYTES // (rows_f * N * dtype.itemsize)))
+    size = rows_f * block * N
     buf = _WORKSPACE.get(dtype)
     if buf is None or buf.size < size:
         buf = _WORKSPACE[dtype] = np.empty(size, dtype)
-    return buf, block
-
-
-def _blocks(layer: ConvLayer, dtype: np.dtype):
-    """(mp0, mp1, col block (CTRS, (mp1 - mp0) * Q * N), column slice of the output rows)."""
-    buf, block = _workspace(layer, dtype)
-    (M, P, Q), N, rows_f = layer.MPQ, layer.N, layer.dimF2[0]
-    for mp0 in range(0, M * P, block):
-        mp1 = min(M * P, mp0 + block)
-        cols = (mp1 - mp0) * Q * N
-        yield mp0, mp1, buf[:rows_f * cols].reshape(rows_f, cols), slice(mp0 * Q * N, mp1 * Q * N)
+    for pos0 in range(0, positions, block):
+        pos1 = min(positions, pos0 + block)
+        cols = (pos1 - pos0) * N
+        yield pos0, pos1, buf[:rows_f * cols].reshape(rows_f, cols), slice(pos0 * N, pos1 * N)
 
 
 def _fprop_im2col(layer: ConvLayer, I: np.ndarray, F: np.ndarray, O: np.ndarray,
@@ -417,8 +412,8 @@ def _fprop_im2col(layer: ConvLayer, I: np.ndarray, F: np.ndarray, O: np.ndarray,
         gemm(F2t, im2col_numpy(layer, I), O2, alpha, beta)
     else:
         T, R, S = layer.TRS
-        for mp0, mp1, col, cols in _blocks(layer, I.dtype):
-            kernels.im2col(I, col, mp0, mp1, T, R, S, *layer.MPQ, layer.geometry)
+        for pos0, pos1, col, cols in _blocks(layer, I.dtype):
+            kernels.im2col(I, col, pos0, pos1, T, R, S, *layer.MPQ, layer.geometry)
             gemm(F2t, col, O2[:, cols], alpha, beta)
 
 
@@ -441,9 +436,9 @@ def _bprop_im2col(layer: ConvLayer, E: np.ndarray, F: np.ndarray, G: np.ndarray,
                                       alpha))
         return
     T, R, S = layer.TRS
-    for mp0, mp1, col, cols in _blocks(layer, G.dtype):
+    for pos0, pos1, col, cols in _blocks(layer, G.dtype):
         gemm(F2, E2[:, cols], col, alpha)
-        kernels.col2im(col, G, mp0, mp1, T, R, S, *layer.MPQ, layer.geometry)
+        kernels.col2im(col, G, pos0, pos1, T, R, S, *layer.MPQ, layer.geometry)
 
 
 def _update_im2col(layer: ConvLayer, I: np.ndarray, E: np.ndarray, U: np.ndarray,
@@ -457,24 +452,78 @@ def _update_im2col(layer: ConvLayer, I: np.ndarray, E: np.ndarray, U: np.ndarray
         gemm(im2col_numpy(layer, I), E2.T, U2, alpha, beta)
     else:
         T, R, S = layer.TRS
-        for mp0, mp1, col, cols in _blocks(layer, I.dtype):
-            kernels.im2col(I, col, mp0, mp1, T, R, S, *layer.MPQ, layer.geometry)
-            gemm(col, E2[:, cols].T, U2, alpha, beta if mp0 == 0 else 1.0)
+        for pos0, pos1, col, cols in _blocks(layer, I.dtype):
+            kernels.im2col(I, col, pos0, pos1, T, R, S, *layer.MPQ, layer.geometry)
+            gemm(col, E2[:, cols].T, U2, alpha, beta if pos0 == 0 else 1.0)
+
+
+def _pad(a: np.ndarray, pads: tuple) -> np.ndarray:
+    """A zero-padded copy of a (C, D, H, W, N) array (pads for D, H, W)."""
+    C, D, H, W, N = a.shape
+    (pd, ph, pw) = pads
+    out = np.zeros((C, D + 2 * pd, H + 2 * ph, W + 2 * pw, N), a.dtype)
+    out[:, pd:pd + D, ph:ph + H, pw:pw + W] = a
+    return out
+
+
+def _tap_offsets(padded_shape: tuple, taps: tuple, dilation: tuple) -> np.ndarray:
+    """Flat offsets of taps (c, t, r, s), in C order, into a padded (C, Dp, Hp, Wp, N) array."""
+    C, Dp, Hp, Wp, N = padded_shape
+    c, t, r, s = np.ix_(*(np.arange(n) for n in (C,) + taps))
+    dd, dh, dw = dilation
+    return ((((c * Dp + t * dd) * Hp + r * dh) * Wp + s * dw) * N).ravel().astype(np.int64)
+
+
+def _taps_args(layer: ConvLayer, I: np.ndarray) -> tuple:
+    """Padded input, tap offsets and row steps for conv_taps / update_taps (fprop geometry)."""
+    Ip = _pad(I, layer.padding)
+    _, _, Hp, Wp, N = Ip.shape
+    tapoff = _tap_offsets(Ip.shape, layer.TRS, layer.dilation)
+    return Ip.reshape(-1), tapoff, layer.strides[0] * Hp * Wp * N, layer.strides[1] * Wp * N
 
 
 def _fprop_direct(layer: ConvLayer, I: np.ndarray, F: np.ndarray, O: np.ndarray,
                   X: np.ndarray, alpha: float, beta: float) -> None:
-    _kernels().fprop_direct(I, F, O, X, alpha, beta, layer.geometry)
+    kernels = _kernels()
+    if layer.strides[2] != 1:
+        kernels.fprop_direct(I, F, O, X, alpha, beta, layer.geometry)
+        return
+    Ip, tapoff, step_m, step_p = _taps_args(layer, I)
+    K, M, P, Q, N = layer.dimO
+    rows = (K, M * P, Q * N)
+    kernels.conv_taps(Ip, np.ascontiguousarray(F.reshape(-1, K).T), tapoff, O.reshape(rows),
+                      X.reshape(rows), alpha, beta, P, step_m, step_p)
 
 
 def _bprop_direct(layer: ConvLayer, E: np.ndarray, F: np.ndarray, G: np.ndarray,
                   X: np.ndarray, alpha: float, beta: float) -> None:
-    _kernels().bprop_direct(F, E, G, X, alpha, beta, layer.geometry)
+    """Stride 1 and padding <= dil*(window-1): a forward conv of the padded error with the
+    flipped filters; otherwise the gathering kernel."""
+    kernels = _kernels()
+    pads = tuple(d * (t - 1) - p for d, t, p in zip(layer.dilation, layer.TRS, layer.padding))
+    if layer.strides != (1, 1, 1) or min(pads) < 0:
+        kernels.bprop_direct(F, E, G, X, alpha, beta, layer.geometry)
+        return
+    Ep = _pad(E, pads)
+    _, _, Hp, Wp, N = Ep.shape
+    C, D, H, W, _ = layer.dimI
+    Fb = np.ascontiguousarray(F[:, ::-1, ::-1, ::-1, :].transpose(0, 4, 1, 2, 3)).reshape(C, -1)
+    tapoff = _tap_offsets(Ep.shape, layer.TRS, layer.dilation)
+    rows = (C, D * H, W * N)
+    kernels.conv_taps(Ep.reshape(-1), Fb, tapoff, G.reshape(rows), X.reshape(rows), alpha, beta,
+                      H, Hp * Wp * N, Wp * N)
 
 
 def _update_direct(layer: ConvLayer, I: np.ndarray, E: np.ndarray, U: np.ndarray,
                    X: Any, alpha: float, beta: float) -> None:
-    _kernels().update_direct(I, E, U, alpha, beta, layer.geometry)
+    kernels = _kernels()
+    if layer.strides[2] != 1:
+        kernels.update_direct(I, E, U, alpha, beta, layer.geometry)
+        return
+    Ip, tapoff, step_m, step_p = _taps_args(layer, I)
+    K, M, P, Q, N = layer.dimO
+    kernels.update_taps(Ip, E.reshape(K, M * P, Q * N), tapoff, U.reshape(-1, K), alpha, beta,
+                        P, step_m, step_p, np.zeros(1, I.dtype)[0])
 
 
 _CONV = {
