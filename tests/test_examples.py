@@ -42,3 +42,27 @@ def test_custom_cost_example():
 def test_convnet_example(tmp_path):
     out = run("convnet.py", "-w", str(tmp_path), "-b", "cpu", "-r", "0", "-z", "32", "-e", "4")
     assert error_of(out) <= 8.0
+
+
+def test_mnist_mlp_reads_mnist_files_when_present(tmp_path):
+    """The MNIST branch, on small files in MNIST's idx format."""
+    import gzip
+
+    import numpy as np
+
+    def idx(name, array):
+        header = bytes([0, 0, 8, array.ndim]) + b"".join(int(d).to_bytes(4, "big")
+                                                         for d in array.shape)
+        with gzip.open(tmp_path / name, "wb") as f:
+            f.write(header + array.astype(np.uint8).tobytes())
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 10, 384)
+    images = rng.integers(0, 60, (384, 28, 28))
+    images[np.arange(384), labels * 2 + 3, 3:25] = 255     # a class-dependent stroke
+    idx("train-images-idx3-ubyte.gz", images[:256])
+    idx("train-labels-idx1-ubyte.gz", labels[:256])
+    idx("t10k-images-idx3-ubyte.gz", images[256:])
+    idx("t10k-labels-idx1-ubyte.gz", labels[256:])
+    out = run("mnist_mlp.py", "-w", str(tmp_path), "-b", "cpu", "-r", "0", "-z", "32", "-e", "5")
+    assert "MNIST from" in out and "256 training, 128 test images" in out
+    assert error_of(out) <= 20.0
