@@ -475,11 +475,14 @@ class BatchNorm(Layer):
         return self.outputs
 
     def bprop(self, error: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
-        deltas = self.deltas if self.deltas is not None else self.be.iobuf(self.in_shape)
+        if self.deltas is None:   # the first layer: its input gradient is computed, not sent
+            self.deltas = self.be.iobuf(self.in_shape)
+            self._scratch_deltas = True
+        deltas = self.deltas
         self.be.compound_bprop_bn(self._flat(deltas), self.grad_gamma, self.grad_beta,
                                   self._flat(error), self._flat(self.inputs), self.xmean,
                                   self.xvar, self.gamma, self.eps)
-        return self.deltas
+        return None if getattr(self, "_scratch_deltas", False) else self.deltas
 
     def get_params(self) -> list:
         return [((self.gamma, self.grad_gamma), self.states[0]),
