@@ -60,3 +60,82 @@ def cpu():
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+# ---------------------------------------------------------------- every planned stage, for the GPU
+# While the suite runs, every FUSED stage the CPU engine plans is also rendered to CUDA C
+# (render_cuda), and when the session ends all distinct kernels are compiled with nvcc for sm_90:
+# a compile error, a warning or a register spill fails the run (issue 6: checks without a GPU).
+# Needs nvcc on PATH; NEONLIKE_CUDA_SUITE_CHECK=0 turns it off.
+_CUDA_KERNELS: dict = {}
+_CUDA_PROBLEMS: list = []
+
+
+def _render_for_cuda(plan, tensors, out, nodes, ctype) -> None:
+    from neonlike import plan as P
+    from neonlike.backends import render_cuda
+    meta = {i: (len(t.shape), P._mask(t.shape), t.dtype) for i, t in enumerate(tensors)}
+    meta[plan.n_inputs] = (len(out.shape), P._mask(out.shape), out.dtype)
+    for j, pos in enumerate(plan.temps):
+        meta[plan.n_inputs + 1 + j] = (len(nodes[pos].shape), P._mask(nodes[pos].shape))
+    for i, stage in enumerate(plan.stages):
+        if stage.kind is P.StageKind.FUSED:
+            store = out.dtype if stage.out == plan.n_inputs else ctype
+            try:
+                k = render_cuda.render(stage, meta, ctype.name, store, f"suite/{i}")
+            except Exception as e:  # noqa: BLE001 - reported at the end with the stage
+                _CUDA_PROBLEMS.append(f"render_cuda failed on {stage}: {type(e).__name__}: {e}")
+                continue
+            _CUDA_KERNELS.setdefault(k.name, k)
+
+
+def pytest_configure(config):
+    import shutil
+    if os.environ.get("NEONLIKE_CUDA_SUITE_CHECK", "1") != "0" and shutil.which("nvcc"):
+        from neonlike.backends import fused_cpu
+        fused_cpu.PLAN_OBSERVERS.append(_render_for_cuda)
+
+
+def _nvcc_batch(sources: list) -> tuple:
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "suite_kernels.cu")
+        with open(path, "w") as f:
+            f.write("\n".join(sources))
+        r = subprocess.run(["nvcc", "--cubin", "-arch=sm_90", "-Xptxas", "-v", "-o", os.devnull,
+                            path], capture_output=True, text=True)
+    return r.returncode, r.stdout + r.stderr
+
+
+def pytest_sessionfinish(session, exitstatus):
+    import re
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+    if not _CUDA_KERNELS and not _CUDA_PROBLEMS:
+        return
+    t0 = time.perf_counter()
+    names = sorted(_CUDA_KERNELS)
+    n = max(1, min(os.cpu_count() or 1, 4, len(names)))
+    size = max(1, -(-len(names) // (n * 4)))      # a few files per worker: errors stay findable
+    chunks = [names[i:i + size] for i in range(0, len(names), size)]
+    with ThreadPoolExecutor(n) as pool:
+        results = list(pool.map(lambda c: _nvcc_batch([_CUDA_KERNELS[k].source for k in c]), chunks))
+    problems = list(_CUDA_PROBLEMS)
+    spill = re.compile(r"(\d+) bytes spill stores")
+    for chunk, (rc, log) in zip(chunks, results):
+        if rc != 0 or "warning" in log:
+            lines = [x for x in log.splitlines() if "ptxas info" not in x and "bytes stack" not in x]
+            problems.append(f"nvcc on {len(chunk)} kernels ({chunk[0]} ...):\n" + "\n".join(lines[:40]))
+        elif any(int(m.group(1)) for m in spill.finditer(log)):
+            problems.append(f"register spills in one of {chunk}")
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    line = (f"render_cuda: {len(names)} distinct kernels of the suite's plans compiled by nvcc "
+            f"for sm_90 in {time.perf_counter() - t0:.1f} s")
+    if reporter is not None:
+        reporter.write_line(line + (f", {len(problems)} problem(s)" if problems else ", no error, "
+                                    "warning or spill"))
+        for p in problems[:10]:
+            reporter.write_line(p)
+    if problems:
+        session.exitstatus = 1

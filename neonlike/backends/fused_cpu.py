@@ -54,6 +54,11 @@ class Kernel:
             self.flat_parallel = timed_first_call(module.kernel_flat_parallel, CPU_CACHE.stats)
 
 
+# Called as observer(plan, tensors, out, nodes, compute_dtype) for every plan made (the test suite
+# renders each planned stage for the GPU too and compiles it with nvcc: tests/conftest.py).
+PLAN_OBSERVERS: list = []
+
+
 class Program:
     """A KernelPlan with its kernels, ready to run on any tree of the same signature."""
 
@@ -61,6 +66,8 @@ class Program:
         t0 = time.perf_counter()
         self.plan = P.make_plan(out, value, tensors, nodes, render_numba.RENDERABLE)
         self.dtype = compute_dtype([out.dtype] + [t.dtype for t in tensors])
+        for observe in PLAN_OBSERVERS:
+            observe(self.plan, tensors, out, nodes, self.dtype)
         meta = {i: (len(t.shape), P._mask(t.shape)) for i, t in enumerate(tensors)}
         meta[self.plan.n_inputs] = (len(out.shape), P._mask(out.shape))
         for j, pos in enumerate(self.plan.temps):
