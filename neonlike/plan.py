@@ -18,6 +18,7 @@ Nothing here imports a device library.
 from __future__ import annotations
 
 import enum
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,24 +83,29 @@ def walk(out: Any, value: Any) -> tuple:
     key: list = []
     seen: dict[int, int] = {}
 
-    def visit(x: Any) -> None:
+    stack: list = [(value, False)]           # iterative: trees may be thousands of nodes deep
+    while stack:
+        x, done = stack.pop()
         if isinstance(x, OpTreeNode):
+            if done:
+                d = x[0]
+                try:
+                    key.append(d.token)
+                except AttributeError:
+                    d.token = _node_token(d)
+                    key.append(d.token)
+                seen[id(x)] = len(nodes)
+                nodes.append(x)
+                continue
             pos = seen.get(id(x))
             if pos is not None:       # a shared subtree: listed (and computed) once
                 key.append(("dup", pos))
-                return
-            d, left, right = x
-            if left is not None:
-                visit(left)
-            if right is not None:
-                visit(right)
-            try:
-                key.append(d.token)
-            except AttributeError:
-                d.token = _node_token(d)
-                key.append(d.token)
-            seen[id(x)] = len(nodes)
-            nodes.append(x)
+                continue
+            stack.append((x, True))
+            if x[2] is not None:
+                stack.append((x[2], False))
+            if x[1] is not None:
+                stack.append((x[1], False))
         elif isinstance(x, Operators):
             slot = slots.setdefault(id(x), len(tensors))
             if slot == len(tensors):
@@ -109,7 +115,6 @@ def walk(out: Any, value: Any) -> tuple:
             key.append("c")
             consts.append(x)
 
-    visit(value)
     key.append(("out", slots.get(id(out), -1), out.dtype.char, len(out.shape), _mask(out.shape)))
     return tuple(key), tensors, consts, nodes
 
@@ -132,16 +137,20 @@ class _Planner:
         self._number_consts(value, None, 0)
 
     def _number_consts(self, x: Any, parent: Any, side: int) -> None:
-        if isinstance(x, OpTreeNode):
-            if id(x) in self._numbered:
-                return
-            self._numbered.add(id(x))
-            for i, c in ((1, x[1]), (2, x[2])):
-                if c is not None:
-                    self._number_consts(c, x, i)
-        elif not isinstance(x, Operators):
-            self.const_index[(id(parent), side)] = self._n_consts
-            self._n_consts += 1
+        """Constants numbered in walk()'s order (post-order, a shared node's once)."""
+        stack = [(x, parent, side)]
+        while stack:
+            y, par, sd = stack.pop()
+            if isinstance(y, OpTreeNode):
+                if id(y) in self._numbered:
+                    continue
+                self._numbered.add(id(y))
+                for i, c in ((2, y[2]), (1, y[1])):
+                    if c is not None:
+                        stack.append((c, y, i))
+            elif not isinstance(y, Operators):
+                self.const_index[(id(par), sd)] = self._n_consts
+                self._n_consts += 1
 
     def new_temp(self, node: OpTreeNode) -> int:
         self.temps.append(self.pos[id(node)])
@@ -263,6 +272,10 @@ def make_plan(out: Any, value: Any, tensors: list, nodes: list, renderable: Any)
 
     `renderable`: the ops the device renders in FUSED stages; other elementwise ops become HOST.
     """
+    # the planner recurses once or twice per level of the tree: make room for deep trees
+    need = 4 * len(nodes) + 1000
+    if sys.getrecursionlimit() < need:
+        sys.setrecursionlimit(need)
     p = _Planner(out, value, tensors, nodes, frozenset(renderable))
     out_buf = p.n_inputs
     if isinstance(value, OpTreeNode) and not p._fusable(value):

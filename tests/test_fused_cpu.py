@@ -536,3 +536,27 @@ def test_which_subtree_is_shared_is_part_of_the_key():
         np.testing.assert_allclose(out.get(), np.tanh(xv + yv) + xv + yv, rtol=1e-6)
         out[:] = v + v                     # ... the second one
         np.testing.assert_allclose(out.get(), 2 * np.tanh(xv + yv), rtol=1e-6)
+
+
+def test_a_tree_thousands_of_nodes_deep_is_planned_without_recursion_error():
+    """plan.walk is iterative and the planner makes room for deep trees (an unrolled loop)."""
+    import sys
+
+    from neonlike import plan as P
+    from neonlike.backends import render_numba
+    be = gen_backend("cpu", rng_seed=0)
+    x = be.array(data((2, 2)))
+    y = x
+    for _ in range(3000):
+        y = y * 0.999 + 0.001
+    out = be.empty((2, 2))
+    limit = sys.getrecursionlimit()
+    try:
+        sys.setrecursionlimit(1000)
+        key, tensors, consts, nodes = P.walk(out, y)
+        plan = P.make_plan(out, y, tensors, nodes, render_numba.RENDERABLE)
+    finally:
+        sys.setrecursionlimit(max(limit, sys.getrecursionlimit()))
+    assert len(nodes) == 6000 and len(consts) == 6000
+    (stage,) = plan.stages
+    assert len(stage.program) == 1 + 2 * 6000     # x, then a const and an op per node
