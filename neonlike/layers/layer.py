@@ -25,11 +25,6 @@ def _shape(x: Any) -> tuple:
     return tuple(int(d) for d in x) if isinstance(x, (tuple, list)) else (int(x),)
 
 
-def interpret_in_shape(xshape: Any) -> tuple:
-    """(features,) for an int; a tuple as given."""
-    return _shape(xshape)
-
-
 class Layer(NervanaObject):
     """Base of all layers."""
 
@@ -71,12 +66,6 @@ class Layer(NervanaObject):
     def set_deltas(self, delta_buffers: Any = None) -> None:
         """The buffer of the error this layer sends to the previous one."""
         self.deltas = self.be.iobuf(self.in_shape)
-
-    def _check_inputs(self, inputs: Any) -> None:
-        want = (self.nin, self.be.bsz)
-        if tuple(inputs.shape) != want:
-            raise ValueError(f"{self.name}: expected inputs of shape {want} (features of "
-                             f"{self.in_shape}, batch {self.be.bsz}), got {tuple(inputs.shape)}")
 
     # ---------------------------------------------------------------- running
     def fprop(self, inputs: Any, inference: bool = False) -> Any:
