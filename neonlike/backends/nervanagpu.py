@@ -16,8 +16,9 @@ Random numbers: a counter-based generator (splitmix64 of key + element index, th
 a seed drawn once from `be.rng` and a per-call counter): no state lives on the device, a seed
 reproduces every draw, and `rng_uniform_reference` is the same formula in numpy.
 
-The pure parts (layouts, overlap, launch-argument marshalling, RNG source and its numpy twin)
-need no pycuda and are tested in tests/test_gpu_offline.py; the rest in tests/test_gpu.py.
+The pure parts need no pycuda: gpu_layout.py (layouts, overlap, launch-argument marshalling) and
+gpu_rng.py (the RNG's CUDA source and its numpy twin); they are tested in
+tests/test_gpu_offline.py, the rest in tests/test_gpu.py.
 
 Unverified on a GPU
 -------------------
@@ -52,7 +53,7 @@ import atexit
 import hashlib
 import math
 import os
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -67,8 +68,6 @@ from .backend import Backend
 
 DEBUG = int(os.environ.get("NEONLIKE_DEBUG", "0") or 0)
 FLOAT_DTYPES = frozenset(np.dtype(t) for t in ("float16", "float32", "float64"))
-INDEX32_MAX = 2**31 - 1
-
 
 def _require_cuda(device_id: int) -> None:
     try:
@@ -86,236 +85,13 @@ def _require_cuda(device_id: int) -> None:
                            f"{count} CUDA device(s) present")
 
 
-# **************** layouts: pure arithmetic on (offset, shape, strides), in elements ****************
-
-def contiguous_strides(shape: tuple) -> tuple:
-    """C-order strides in elements."""
-    strides, step = [], 1
-    for d in reversed(shape):
-        strides.append(step)
-        step *= max(d, 1)
-    return tuple(reversed(strides))
-
-
-def is_contiguous(shape: tuple, strides: tuple) -> bool:
-    """C-contiguous (strides of size-1 axes do not matter)."""
-    return all(s == c for d, s, c in zip(shape, strides, contiguous_strides(shape)) if d != 1)
-
-
-def slice_layout(offset: int, shape: tuple, strides: tuple, slices: tuple) -> tuple:
-    """(offset, shape, strides) of a basic slice (one slice per leading axis)."""
-    shape, strides = list(shape), list(strides)
-    for axis, key in enumerate(slices):
-        start, stop, step = key.indices(shape[axis])
-        n = len(range(start, stop, step))
-        if n:
-            offset += start * strides[axis]
-        shape[axis], strides[axis] = n, strides[axis] * step
-    return offset, tuple(shape), tuple(strides)
-
-
-def reshape_strides(shape: tuple, strides: tuple, new_shape: tuple) -> tuple | None:
-    """Strides that view a (shape, strides) layout as `new_shape` without a copy, or None where
-    a copy is needed. Axes are merged or split only within runs that are contiguous in memory."""
-    if math.prod(shape) != math.prod(new_shape):
-        raise ValueError(f"reshape_strides: {shape} and {new_shape} differ in size")
-    if math.prod(shape) == 0:
-        return contiguous_strides(new_shape)
-    old = [(d, s) for d, s in zip(shape, strides) if d != 1]
-    new = [i for i, d in enumerate(new_shape) if d != 1]
-    out = [0] * len(new_shape)
-    oi = ni = 0
-    while oi < len(old) and ni < len(new):
-        oj, nj = oi + 1, ni + 1
-        o_size, n_size = old[oi][0], new_shape[new[ni]]
-        while o_size != n_size:
-            if o_size < n_size:
-                o_size *= old[oj][0]
-                oj += 1
-            else:
-                n_size *= new_shape[new[nj]]
-                nj += 1
-        for k in range(oi, oj - 1):          # the old group must be one contiguous run
-            if old[k][1] != old[k + 1][0] * old[k + 1][1]:
-                return None
-        step = old[oj - 1][1]                # split it from its innermost stride outwards
-        for k in range(nj - 1, ni - 1, -1):
-            out[new[k]] = step
-            step *= new_shape[new[k]]
-        oi, ni = oj, nj
-    for i in reversed(range(len(new_shape))):  # size-1 axes: the stride they would have in C order
-        if new_shape[i] == 1:
-            out[i] = out[i + 1] * new_shape[i + 1] if i + 1 < len(new_shape) else 1
-    return tuple(out)
-
-
-def transpose_layout(shape: tuple, strides: tuple) -> tuple:
-    """neon's `.T`: 2-D reverses the axes; more dims swap the last two."""
-    if len(shape) == 2:
-        return shape[::-1], strides[::-1]
-    return (shape[:-2] + (shape[-1], shape[-2]), strides[:-2] + (strides[-1], strides[-2]))
-
-
-def extent(offset: int, shape: tuple, strides: tuple) -> tuple:
-    """The element range [lo, hi) a layout touches (empty for a size-0 layout)."""
-    if 0 in shape:
-        return offset, offset
-    lo = offset + sum((d - 1) * s for d, s in zip(shape, strides) if s < 0)
-    hi = offset + sum((d - 1) * s for d, s in zip(shape, strides) if s > 0) + 1
-    return lo, hi
-
-
-class BufDesc(NamedTuple):
-    """A device buffer as a kernel sees it: the address of element 0, shape, element strides."""
-    ptr: int
-    shape: tuple
-    strides: tuple
-    itemsize: int
-
-    def byte_span(self) -> tuple:
-        lo, hi = extent(0, self.shape, self.strides)
-        return self.ptr + lo * self.itemsize, self.ptr + hi * self.itemsize
-
-    def max_index(self) -> int:
-        """The largest |element offset| a kernel computes into this buffer."""
-        lo, hi = extent(0, self.shape, self.strides)
-        return max(-lo, hi - 1, 0)
-
-
-def overlaps(a: BufDesc, b: BufDesc) -> bool:
-    (alo, ahi), (blo, bhi) = a.byte_span(), b.byte_span()
-    return alo < bhi and blo < ahi
-
-
-def same_view(a: BufDesc, b: BufDesc) -> bool:
-    """The same elements in the same order (strides of size-1 axes do not matter)."""
-    return a.ptr == b.ptr and a.shape == b.shape and a.itemsize == b.itemsize and all(
-        s == t for d, s, t in zip(a.shape, a.strides, b.strides) if d != 1)
-
-
-# **************** launch arguments: CudaKernel + buffers + constants -> a tuple ****************
-
-_CHAR_CHECK = {
-    "P": lambda v: isinstance(v, int) and v >= 0,
-    "i": lambda v: isinstance(v, int) and -2**31 <= v < 2**31,
-    "q": lambda v: isinstance(v, int) and -2**63 <= v < 2**63,
-    "f": lambda v: isinstance(v, float), "d": lambda v: isinstance(v, float),
-}
-
-
-def launch_args(kernel: Any, out: BufDesc, dom: tuple, bufs: Mapping[int, BufDesc],
-                consts: Sequence[float]) -> tuple:
-    """The arguments of a render_cuda kernel, in the order of `kernel.params`: the output's
-    pointer and strides, the domain, each read buffer's pointer and strides (in elements; 0 on
-    size-1 axes, which the kernel never indexes), then the constants as floats.
-
-    ValueError where the count or a value does not fit the kernel's parameter list."""
-    def strides(d: BufDesc) -> list:
-        return [int(s) if n != 1 else 0 for n, s in zip(d.shape, d.strides)]
-
-    args: list = [int(out.ptr), *strides(out), *(int(n) for n in dom)]
-    for b in kernel.bufs:
-        args += [int(bufs[b].ptr), *strides(bufs[b])]
-    args += [float(consts[c]) for c in kernel.consts]
-    if len(args) != len(kernel.params):
-        raise ValueError(f"launch_args: {len(args)} arguments for {kernel.name}, whose parameters "
-                         f"are {[decl for decl, _ in kernel.params]}")
-    for value, (decl, char) in zip(args, kernel.params):
-        if not _CHAR_CHECK[char](value):
-            raise ValueError(f"launch_args: {value!r} does not fit parameter `{decl}` "
-                             f"({char}) of {kernel.name}")
-    return tuple(args)
-
-
-def stage_meta(plan: P.KernelPlan, tensors: list, out: Any, nodes: list) -> dict:
-    """render_cuda's meta: (ndim, size-1 mask[, storage dtype]) per buffer; temps (compute
-    dtype) carry none."""
-    meta = {i: (len(t.shape), P._mask(t.shape), t.dtype) for i, t in enumerate(tensors)}
-    meta[plan.n_inputs] = (len(out.shape), P._mask(out.shape), out.dtype)
-    for j, pos in enumerate(plan.temps):
-        shape = nodes[pos].shape
-        meta[plan.n_inputs + 1 + j] = (len(shape), P._mask(shape))
-    return meta
-
-
-# **************** random numbers: splitmix64 of (key, element index) ****************
-
-M64 = (1 << 64) - 1
-GOLDEN = 0x9E3779B97F4A7C15
-STREAM = 0xD1B54A32D192ED03   # spreads element indices apart before the mix
-
-
-def splitmix64(z: int) -> int:
-    z = (z + GOLDEN) & M64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
-    return z ^ (z >> 31)
-
-
-def rng_key(seed: int, counter: int) -> int:
-    """The key of draw number `counter` from a generator seeded with `seed`."""
-    return splitmix64((seed & M64) ^ splitmix64(counter & M64))
-
-
-RNG_SOURCE = """\
-// neonlike's counter-based generator: bits(i, j) = splitmix64(key + (2 i + j) * STREAM)
-__device__ __forceinline__ unsigned long long nl_mix(unsigned long long z) {
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-__device__ __forceinline__ float nl_unit(unsigned long long key, long long i, int j) {
-    // 24 high bits: a float in [0, 1) with every value exact
-    const unsigned long long z = nl_mix(key + (unsigned long long)(2 * i + j) * 0xD1B54A32D192ED03ull);
-    return (float)(z >> 40) * 5.9604644775390625e-08f;
-}
-extern "C" __global__ void nl_rand_uniform(float* out, const long long n,
-                                           const unsigned long long key)
-{
-    const long long stride = (long long)blockDim.x * gridDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        out[i] = nl_unit(key, i, 0);
-}
-extern "C" __global__ void nl_rand_normal(float* out, const long long n,
-                                          const unsigned long long key, const float mean,
-                                          const float stdv)
-{
-    // Box-Muller on the element's two draws; u1 in (0, 1] keeps the log finite
-    const long long stride = (long long)blockDim.x * gridDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        const float u1 = 1.0f - nl_unit(key, i, 0);
-        const float u2 = nl_unit(key, i, 1);
-        out[i] = mean + stdv * sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
-    }
-}
-"""
-RNG_BLOCK = 256
-
-
-def _rng_bits(key: int, n: int, j: int) -> np.ndarray:
-    i = np.arange(n, dtype=np.uint64)
-    z = np.uint64(key) + (np.uint64(2) * i + np.uint64(j)) * np.uint64(STREAM)
-    z = z + np.uint64(GOLDEN)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
-def rng_uniform_reference(key: int, n: int) -> np.ndarray:
-    """What nl_rand_uniform writes for `key`, in numpy (float32 in [0, 1))."""
-    with np.errstate(over="ignore"):
-        return ((_rng_bits(key, n, 0) >> np.uint64(40)).astype(np.float32)
-                * np.float32(2.0**-24))
-
-
-def rng_normal_reference(key: int, n: int, mean: float = 0.0, stdv: float = 1.0) -> np.ndarray:
-    """nl_rand_normal's formula in numpy (float64 math: equal to the kernel's to float32's
-    precision, not bit for bit)."""
-    with np.errstate(over="ignore"):
-        u1 = 1.0 - (_rng_bits(key, n, 0) >> np.uint64(40)).astype(np.float64) * 2.0**-24
-        u2 = (_rng_bits(key, n, 1) >> np.uint64(40)).astype(np.float64) * 2.0**-24
-    return (mean + stdv * np.sqrt(-2.0 * np.log(u1)) * np.cos(2 * np.pi * u2)).astype(np.float32)
+# layouts and random numbers live in their own modules (pure, no pycuda); their names are
+# re-exported here, where the backend and its tests use them
+from .gpu_layout import (BufDesc, INDEX32_MAX, contiguous_strides, extent,  # noqa: E402,F401
+                         is_contiguous, launch_args, overlaps, reshape_strides, same_view,
+                         slice_layout, stage_meta, transpose_layout)
+from .gpu_rng import (RNG_BLOCK, RNG_SOURCE, rng_key,  # noqa: E402,F401
+                      rng_normal_reference, rng_uniform_reference, splitmix64)
 
 
 # **************** the device ****************
