@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from .ops import Kind, Op
+from .ops import OP_INFO, Kind, Op
 from .optree import OpTreeNode, Operators, shape_of
 
 
@@ -246,6 +246,42 @@ class _Planner:
         return len(program) - 1
 
 
+_REDUCTIONS = frozenset(op.value for op, info in OP_INFO.items() if info.kind is Kind.REDUCTION)
+
+
+def closure(program: tuple, top: int, stop: int = -1) -> list[int]:
+    """Instructions of a FUSED program that `top` needs, in program order, stopping at (and
+    excluding the operands of) reductions and instruction `stop`: what one pass computes."""
+    need, stack = set(), [top]
+    while stack:
+        i = stack.pop()
+        if i in need:
+            continue
+        need.add(i)
+        if program[i].op in _REDUCTIONS or i == stop:
+            continue
+        stack.extend(program[i].args)
+    return sorted(need)
+
+
+def dedupe(program: tuple) -> tuple:
+    """The program with repeated instructions merged (the two `max(x, 0)` of a softmax become one
+    pass); post-order is kept and the value stored stays last."""
+    seen: dict = {}
+    new: list = []
+    where: list = []
+    for ins in program:
+        ins = type(ins)(ins.op, tuple(where[a] for a in ins.args), ins.arg)
+        key = (ins.op, ins.args, repr(ins.arg))
+        if key not in seen:
+            seen[key] = len(new)
+            new.append(ins)
+        where.append(seen[key])
+    if where[-1] != len(new) - 1:  # the root equals an earlier instruction: keep it last
+        new.append(new[where[-1]])
+    return tuple(new)
+
+
 def _attrs(d: dict) -> Any:
     items = tuple((k, v) for k, v in d.items() if k not in ("op", "shape"))
     return items or None
@@ -286,4 +322,4 @@ def make_plan(out: Any, value: Any, tensors: list, nodes: list, renderable: Any)
     return KernelPlan(tuple(p.stages), p.n_inputs, tuple(p.temps))
 
 
-__all__ = ["StageKind", "Instr", "Stage", "KernelPlan", "walk", "make_plan"]
+__all__ = ["StageKind", "Instr", "Stage", "KernelPlan", "walk", "make_plan", "closure", "dedupe"]

@@ -49,7 +49,8 @@ import numpy as np
 
 from ..ops import SAFELOG_MIN, LN2, Op
 from ..plan import Stage
-from .render_numba import _closure, _dedupe
+from ..plan import closure as _closure
+from ..plan import dedupe as _dedupe
 
 RENDERER_VERSION = 1
 BLOCK = 256          # threads per block (a multiple of 32)

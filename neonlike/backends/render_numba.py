@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..ops import Op
+from .. import plan as P
 from ..plan import Stage
 
 RENDERER_VERSION = 6
@@ -143,22 +144,8 @@ class _Lines:
         return "\n".join(self.lines) + "\n"
 
 
-def _closure(program: tuple, top: int, stop: int = -1) -> list[int]:
-    """Instructions `top` needs, in program order, stopping at (and excluding) inner reductions
-    (and the arguments of instruction `stop`)."""
-    need, stack = set(), [top]
-    while stack:
-        i = stack.pop()
-        if i in need:
-            continue
-        need.add(i)
-        if program[i].op in _R_NAMES or i == stop:
-            continue
-        stack.extend(program[i].args)
-    return sorted(need)
-
-
 _R_NAMES = {op.value for op in _R}
+_closure, _dedupe = P.closure, P.dedupe   # (kept under these names for the renderers)
 
 
 def render(stage: Stage, meta: dict, ftype: str, out_dtype: Any, key: str) -> tuple[str, tuple, tuple]:
@@ -252,24 +239,6 @@ def _stride(R: tuple, k: int) -> str:
     """The C-order stride of axis k within the reduced axes R of `dom` (argmax/argmin index)."""
     later = [f"dom[{j}]" for j in R if j > k]
     return " * ".join(later) if later else "1"
-
-
-def _dedupe(program: tuple) -> tuple:
-    """The program with repeated instructions merged (the two `max(x, 0)` of a softmax become one
-    pass); post-order is kept and the value stored stays last."""
-    seen: dict = {}
-    new: list = []
-    where: list = []
-    for ins in program:
-        ins = type(ins)(ins.op, tuple(where[a] for a in ins.args), ins.arg)
-        key = (ins.op, ins.args, repr(ins.arg))
-        if key not in seen:
-            seen[key] = len(new)
-            new.append(ins)
-        where.append(seen[key])
-    if where[-1] != len(new) - 1:  # the root equals an earlier instruction: keep it last
-        new.append(new[where[-1]])
-    return tuple(new)
 
 
 # ------------------------------------------------------------------------------------ reductions
