@@ -636,6 +636,8 @@ def test_mkl_threads_come_from_tbb_and_the_environment_is_left_alone():
         gemm.gemm(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), np.empty((2, 2), np.float32))
         maps = open("/proc/self/maps").read()
         print("tbb" if "libmkl_tbb_thread" in maps else "other", os.environ.get("MKL_THREADING_LAYER"))
+        before = gemm.set_num_threads(1)          # thread control still works on the TBB layer
+        print(gemm.get_num_threads(), gemm.set_num_threads(before) == 1)
         child = subprocess.run([sys.executable, "-c", "import mkl, numpy; print('child ok')"],
                                capture_output=True, text=True)
         print(child.stdout.strip(), child.returncode)
@@ -644,6 +646,7 @@ def test_mkl_threads_come_from_tbb_and_the_environment_is_left_alone():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env={k: v for k, v in os.environ.items() if k != "MKL_THREADING_LAYER"})
     assert out.returncode == 0, out.stderr
-    first, second = out.stdout.splitlines()
+    first, threads, second = out.stdout.splitlines()
     assert first == "tbb None", first
+    assert threads == "1 True", threads
     assert second == "child ok 0", second

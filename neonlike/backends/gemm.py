@@ -177,6 +177,7 @@ class _State:
     resolved: str | None = None    # 'mkl' or 'numpy' once resolved
     mkl: _MKL | None = None
     mkl_error: str | None = None   # why MKL could not be loaded, when it could not
+    tbb = False                    # MKL runs on its TBB threading layer (prefer_tbb_threading)
 
 
 def prefer_tbb_threading() -> str | None:
@@ -211,6 +212,7 @@ def prefer_tbb_threading() -> str | None:
             return None
         finally:
             del os.environ["MKL_THREADING_LAYER"]
+        _State.tbb = True
         return "TBB"
     return None
 
@@ -308,6 +310,8 @@ def set_num_threads(n: int) -> int | None:
         return None
     previous = mkl.get_max_threads()
     mkl.set_num_threads(n)
+    if _State.tbb:   # MKL's TBB layer ignores the global count; the calling thread's applies
+        mkl.set_num_threads_local(n)
     return previous
 
 
