@@ -77,7 +77,7 @@ def conv_neonlike(X, y):
     from neonlike.models import Model
     from neonlike.optimizers import GradientDescentMomentum
     from neonlike.transforms import CrossEntropyBinary, Logistic, Rectlin
-    be = gen_backend("cpu", rng_seed=0, batch_size=128)
+    gen_backend("cpu", rng_seed=0, batch_size=128)
     train = ArrayIterator(X, y, nclass=10, lshape=(3, 32, 32))
     init = Gaussian(0.0, 0.01)
     model = Model([Conv((5, 5, 16), init=init, activation=Rectlin()), Pooling(2),

@@ -330,7 +330,6 @@ def _random_tree(rng, be, leaves, depth):
 
 @pytest.mark.parametrize("seed", range(12))
 def test_random_trees(be, seed):
-    rng = np.random.default_rng(seed)
     shapes = [(3, 4), (3, 1), (1, 4)]
     arrays = [rand(s, -1, 1, seed=seed * 10 + i) for i, s in enumerate(shapes)]
 
@@ -455,7 +454,7 @@ def test_a_tree_of_the_same_structure_reuses_the_plan(be):
     from neonlike.backends import autodiff
     autodiff.clear_plans()
     a, b_ = rand((3, 4), seed=50), rand((3, 4), seed=51)
-    first = Autodiff(_grad_plan_tree(be, be.array(a), be.array(b_)), be)
+    Autodiff(_grad_plan_tree(be, be.array(a), be.array(b_)), be)
     assert autodiff.PLAN_STATS == {"hits": 0, "misses": 1, "unplanned": 0}
     c, d = rand((3, 4), seed=52), rand((3, 4), seed=53)
     x, y = be.array(c), be.array(d)

@@ -3,7 +3,6 @@ data loading, and bad input rejected before any training starts."""
 from __future__ import annotations
 
 import gzip
-import io
 import os
 
 import numpy as np

@@ -329,13 +329,10 @@ class Backend:
                 isinstance(B, Tensor) and fast(A, B, C, alpha, beta):
             if relu:
                 self.execute_assign(C, build(Op.MAXIMUM, C, 0.0))
-            if bsum is not None:
-                bsum[:] = build(Op.SUM, C, None, axis=1, keepdims=True)
-            return C
-        product = build(Op.DOT, A, B)
-        if alpha == 1.0 and beta == 0.0 and not relu:
-            self.execute_assign(C, product)
+        elif alpha == 1.0 and beta == 0.0 and not relu:
+            self.execute_assign(C, build(Op.DOT, A, B))
         else:
+            product = build(Op.DOT, A, B)
             value = product if alpha == 1.0 else build(Op.MUL, product, alpha)
             if relu:
                 value = build(Op.MAXIMUM, value, 0.0)

@@ -18,6 +18,17 @@ _DOT = {"contract", "reassoc"}
 
 
 @njit(cache=True, inline="always")
+def _store(out, acc, x, alpha, beta):
+    """out = alpha * acc + beta * x, row by row; x is not read when beta is 0 (as in BLAS)."""
+    if beta == 0.0:
+        for j in range(out.shape[0]):
+            out[j] = alpha * acc[j]
+    else:
+        for j in range(out.shape[0]):
+            out[j] = alpha * acc[j] + beta * x[j]
+
+
+@njit(cache=True, inline="always")
 def _taps(o, stride, pad, dil, X, T):
     """The taps t of output position o that land inside [0, X): range(lo, hi)."""
     base = o * stride - pad
@@ -85,14 +96,7 @@ def fprop_direct(I, F, O, X, alpha, beta, g):
                                 src = (w0 + q * sw) * N
                                 for n in range(N):
                                     acc[q * N + n] += f * row[src + n]
-        out = O[k, m, p].reshape(Q * N)
-        if beta == 0.0:
-            for j in range(Q * N):
-                out[j] = alpha * acc[j]
-        else:
-            x = X[k, m, p].reshape(Q * N)
-            for j in range(Q * N):
-                out[j] = alpha * acc[j] + beta * x[j]
+        _store(O[k, m, p].reshape(Q * N), acc, X[k, m, p].reshape(Q * N), alpha, beta)
 
 
 @njit(parallel=True, cache=True, fastmath=_FMA)
@@ -131,14 +135,7 @@ def bprop_direct(F, E, G, X, alpha, beta, g):
                                 dst = (w0 + q * sw) * N
                                 for n in range(N):
                                     acc[dst + n] += f * row[q * N + n]
-        out = G[c, d, h].reshape(W * N)
-        if beta == 0.0:
-            for j in range(W * N):
-                out[j] = alpha * acc[j]
-        else:
-            x = X[c, d, h].reshape(W * N)
-            for j in range(W * N):
-                out[j] = alpha * acc[j] + beta * x[j]
+        _store(G[c, d, h].reshape(W * N), acc, X[c, d, h].reshape(W * N), alpha, beta)
 
 
 @njit(parallel=True, cache=True, fastmath=_DOT)
@@ -213,14 +210,7 @@ def conv_taps(Ip, Ft, tapoff, O, X, alpha, beta, P, rowstep_m, rowstep_p):
             for j in range(QN):
                 acc[j] += f0 * x0[j]
             t += 1
-        out = O[k, mp]
-        if beta == 0.0:
-            for j in range(QN):
-                out[j] = alpha * acc[j]
-        else:
-            x = X[k, mp]
-            for j in range(QN):
-                out[j] = alpha * acc[j] + beta * x[j]
+        _store(O[k, mp], acc, X[k, mp], alpha, beta)
 
 
 TAP_BLOCK = 8   # taps of one task: each row of E is read once per block of taps, not per tap

@@ -144,7 +144,7 @@ def _padded_shape(layer: ConvLayer) -> tuple:
 
 
 def _interior(layer: ConvLayer) -> tuple:
-    (C, D, H, W, N), (pd, ph, pw) = layer.dimI, layer.padding
+    (_, D, H, W, _), (pd, ph, pw) = layer.dimI, layer.padding
     return (slice(None), slice(pd, pd + D), slice(ph, ph + H), slice(pw, pw + W))
 
 
