@@ -185,7 +185,10 @@ class Bias(ParameterLayer):
         self.inputs = inputs
         if not self.owns_output:     # in place, into the previous layer's output buffer
             self.outputs = inputs
-        x = inputs if len(self.in_shape) == 1 else self.be.reshape(inputs, (self.in_shape[0], -1))
+        try:
+            x = self._channels(inputs)
+        except ValueError:   # a strided view (a dataset's batch) cannot be reshaped: in the tree
+            x = self.be.reshape(inputs, (self.in_shape[0], -1))
         self._channels(self.outputs)[:] = x + self.W
         return self.outputs
 

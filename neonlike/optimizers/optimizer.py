@@ -77,12 +77,13 @@ class Optimizer(NervanaObject):
         if self.gradient_clip_norm is None:
             return 1.0
         be = self.be
-        total = 0.0
+        total = getattr(self, "_sqnorm", None)     # one float64 accumulator, kept
+        if total is None:
+            total = self._sqnorm = be.empty((1, 1), dtype=np.float64)
+        total[:] = 0.0
         for (param, grad), _ in param_list:
-            s = be.empty((1, 1))
-            s[:] = be.sum(be.square(grad), axis=None)
-            total += float(s.get()[0, 0])
-        norm = math.sqrt(total) / be.bsz
+            total[:] = total + be.sum(be.square(grad), axis=None)
+        norm = math.sqrt(float(total.get()[0, 0])) / be.bsz
         return self.gradient_clip_norm / max(norm, self.gradient_clip_norm)
 
     def _grad(self, grad: Any) -> Any:
@@ -103,7 +104,8 @@ class Optimizer(NervanaObject):
 
     def get_description(self) -> dict:
         return {"type": type(self).__name__, "config": {k: v for k, v in vars(self).items()
-                                                         if k != "name" and not isinstance(v, NervanaObject)}}
+                                                         if k != "name" and not k.startswith("_")
+                                                         and not isinstance(v, NervanaObject)}}
 
 
 class GradientDescentMomentum(Optimizer):
