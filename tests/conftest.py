@@ -89,11 +89,49 @@ def _render_for_cuda(plan, tensors, out, nodes, ctype) -> None:
             _CUDA_KERNELS.setdefault(k.name, k)
 
 
+# ---------------------------------------------------------------- kernel replay
+# NEONLIKE_DUMP_KERNELS=DIR writes the Numba and CUDA source of every FUSED stage the suite plans
+# into DIR (one file per distinct source, named by its hash), so a refactor that claims to leave
+# the generated kernels alone can show it: `diff -r` the folders of two runs (tinygrad's
+# process replay).
+def _dump_kernels(directory: str):
+    import hashlib
+
+    def observe(plan, tensors, out, nodes, ctype) -> None:
+        from neonlike import plan as P
+        from neonlike.backends import render_cuda, render_numba
+        meta2 = {i: (len(t.shape), P._mask(t.shape)) for i, t in enumerate(tensors)}
+        meta2[plan.n_inputs] = (len(out.shape), P._mask(out.shape))
+        meta3 = {i: (len(t.shape), P._mask(t.shape), t.dtype) for i, t in enumerate(tensors)}
+        meta3[plan.n_inputs] = (len(out.shape), P._mask(out.shape), out.dtype)
+        for j, pos in enumerate(plan.temps):
+            meta2[plan.n_inputs + 1 + j] = meta3[plan.n_inputs + 1 + j] = (
+                len(nodes[pos].shape), P._mask(nodes[pos].shape))
+        for i, stage in enumerate(plan.stages):
+            if stage.kind is not P.StageKind.FUSED:
+                continue
+            final = stage.out == plan.n_inputs
+            store = out.dtype if final and out.dtype != np.float16 else ctype
+            sources = {"py": render_numba.render(stage, meta2, ctype.name, store, f"dump/{i}")[0],
+                       "cu": render_cuda.render(stage, meta3, ctype.name,
+                                                out.dtype if final else ctype, f"dump/{i}").source}
+            for ext, src in sources.items():
+                name = hashlib.sha256(src.encode()).hexdigest()[:16]
+                path = os.path.join(directory, f"{name}.{ext}")
+                if not os.path.exists(path):
+                    with open(path, "w") as f:
+                        f.write(src)
+    return observe
+
+
 def pytest_configure(config):
     import shutil
+    from neonlike.backends import fused_cpu
     if os.environ.get("NEONLIKE_CUDA_SUITE_CHECK", "1") != "0" and shutil.which("nvcc"):
-        from neonlike.backends import fused_cpu
         fused_cpu.PLAN_OBSERVERS.append(_render_for_cuda)
+    if os.environ.get("NEONLIKE_DUMP_KERNELS"):
+        os.makedirs(os.environ["NEONLIKE_DUMP_KERNELS"], exist_ok=True)
+        fused_cpu.PLAN_OBSERVERS.append(_dump_kernels(os.environ["NEONLIKE_DUMP_KERNELS"]))
 
 
 def _nvcc_batch(sources: list) -> tuple:
