@@ -16,7 +16,7 @@ a user writes it) and each peer's equivalent:
                parallel compilations at each size;
 - torch        PyTorch eager on the same memory (torch.from_numpy), the last op with out=;
 - MKL direct   (GEMM only) cblas_sgemm called through ctypes on libmkl_rt, the library that
-               neonlike.backends.gemm binds.
+               neonlike.backends.cpu.gemm binds.
 
 Method: float32 random data (never zeros); each implementation is run once and checked with
 np.allclose (neonlike against a float64 numpy reference, each peer against neonlike's result), and a
@@ -268,7 +268,7 @@ class MKLDirect:
     def __init__(self) -> None:
         path = None
         try:  # the library neonlike resolved, so both call into the same MKL instance
-            from neonlike.backends import gemm as G
+            from neonlike.backends.cpu import gemm as G
             if G.backend_name() == "mkl":
                 path = G.mkl_library_path()
         except Exception:  # noqa: BLE001 - the module's internals may change: look ourselves

@@ -55,7 +55,8 @@ def main() -> None:
     for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[v] = str(args.threads)
     import numpy as np
-    from neonlike.backends import gen_backend, gemm
+    from neonlike.backends import gen_backend
+    from neonlike.backends.cpu import gemm as gemm
     try:
         import torch
         torch.set_num_threads(args.threads)

@@ -38,7 +38,8 @@ def cpu_engine(request, monkeypatch):
     """
     if importlib.util.find_spec("numba") is None:
         return
-    from neonlike.backends import fused_cpu, nervanacpu
+    from neonlike.backends.cpu import device as nervanacpu
+    from neonlike.backends.cpu import program as fused_cpu
     if getattr(request.module, "CPU_ENGINE", "fused") == "reference":
         monkeypatch.setattr(nervanacpu, "_FUSED", [None])
     else:
@@ -73,7 +74,7 @@ _CUDA_PROBLEMS: list = []
 
 def _render_for_cuda(plan, tensors, out, nodes, ctype) -> None:
     from neonlike import plan as P
-    from neonlike.backends import render_cuda
+    from neonlike.backends.gpu import render as render_cuda
     meta = {i: (len(t.shape), P._mask(t.shape), t.dtype) for i, t in enumerate(tensors)}
     meta[plan.n_inputs] = (len(out.shape), P._mask(out.shape), out.dtype)
     for j, pos in enumerate(plan.temps):
@@ -99,7 +100,8 @@ def _dump_kernels(directory: str):
 
     def observe(plan, tensors, out, nodes, ctype) -> None:
         from neonlike import plan as P
-        from neonlike.backends import render_cuda, render_numba
+        from neonlike.backends.gpu import render as render_cuda
+        from neonlike.backends.cpu import render as render_numba
         meta2 = {i: (len(t.shape), P._mask(t.shape)) for i, t in enumerate(tensors)}
         meta2[plan.n_inputs] = (len(out.shape), P._mask(out.shape))
         meta3 = {i: (len(t.shape), P._mask(t.shape), t.dtype) for i, t in enumerate(tensors)}
@@ -126,7 +128,7 @@ def _dump_kernels(directory: str):
 
 def pytest_configure(config):
     import shutil
-    from neonlike.backends import fused_cpu
+    from neonlike.backends.cpu import program as fused_cpu
     if os.environ.get("NEONLIKE_CUDA_SUITE_CHECK", "1") != "0" and shutil.which("nvcc"):
         fused_cpu.PLAN_OBSERVERS.append(_render_for_cuda)
     if os.environ.get("NEONLIKE_DUMP_KERNELS"):

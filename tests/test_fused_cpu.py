@@ -15,7 +15,8 @@ pytest.importorskip("numba")
 
 from neonlike import plan as P  # noqa: E402
 from neonlike.ops import OP_INFO, Kind  # noqa: E402
-from neonlike.backends import gen_backend, nervanacpu  # noqa: E402
+from neonlike.backends import gen_backend  # noqa: E402
+from neonlike.backends.cpu import device as nervanacpu  # noqa: E402
 from neonlike.backends import fused_cpu  # noqa: E402
 from neonlike.backends.cache import CPU_CACHE  # noqa: E402
 
@@ -266,7 +267,7 @@ def test_dot_in_a_tree_is_a_gemm_stage(be):
 def test_assigned_dot_runs_straight_into_the_output(be, monkeypatch, out_dtype):
     """`out[:] = dot(a, b)` (and dot(out=)) writes the GEMM into `out` itself when its dtype is the
     compute dtype and it shares no memory with a or b; otherwise through a temp. Always right."""
-    from neonlike.backends import gemm
+    from neonlike.backends.cpu import gemm as gemm
     seen = []
     real = gemm.gemm
 
@@ -543,7 +544,7 @@ def test_a_tree_thousands_of_nodes_deep_is_planned_without_recursion_error():
     import sys
 
     from neonlike import plan as P
-    from neonlike.backends import render_numba
+    from neonlike.backends.cpu import render as render_numba
     be = gen_backend("cpu", rng_seed=0)
     x = be.array(data((2, 2)))
     y = x

@@ -11,7 +11,9 @@ import pytest
 pytest.importorskip("numba")
 
 from neonlike import plan as P  # noqa: E402
-from neonlike.backends import fused_cpu, gen_backend, nervanacpu  # noqa: E402
+from neonlike.backends import gen_backend  # noqa: E402
+from neonlike.backends.cpu import device as nervanacpu  # noqa: E402
+from neonlike.backends.cpu import program as fused_cpu
 from neonlike.backends.cache import CPU_CACHE  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""neonlike.backends.gemm against numpy float64, on the MKL path and the forced numpy path."""
+"""neonlike.backends.cpu.gemm against numpy float64, on the MKL path and the forced numpy path."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from neonlike.backends import gemm as G
+from neonlike.backends.cpu import gemm as G
 
 DTYPES = [np.float32, np.float64, np.float16]
 RTOL = {np.float64: 1e-12, np.float32: 1e-5, np.float16: 1e-3}
@@ -535,7 +535,7 @@ def test_import_is_lazy():
         "    with open('/proc/self/maps') as f:",
         "        return 'libmkl_rt' in f.read()",
         "before = ('mkl' in sys.modules, mapped())",
-        "import neonlike.backends.gemm as G",
+        "import neonlike.backends.cpu.gemm as G",
         "assert G._State.mkl is None and G._State.resolved is None",
         "assert ('mkl' in sys.modules, mapped()) == before, before",
         "print(G.backend_name(), G.mkl_library_path() is not None)",
@@ -632,7 +632,7 @@ def test_mkl_threads_come_from_tbb_and_the_environment_is_left_alone():
     code = textwrap.dedent("""
         import os, subprocess, sys
         import numpy as np
-        from neonlike.backends import gemm
+        from neonlike.backends.cpu import gemm as gemm
         gemm.gemm(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), np.empty((2, 2), np.float32))
         maps = open("/proc/self/maps").read()
         print("tbb" if "libmkl_tbb_thread" in maps else "other", os.environ.get("MKL_THREADING_LAYER"))

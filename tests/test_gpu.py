@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from neonlike.backends import render_cuda as RC
+from neonlike.backends.gpu import render as RC
 from neonlike.ops import OP_INFO, Kind, Op
 
 from conftest import make_backend
@@ -157,7 +157,7 @@ def test_batched_dot(gpu):
 
 
 def test_rng_is_reproducible_for_a_seed(gpu):
-    from neonlike.backends import nervanagpu as G
+    from neonlike.backends.gpu import device as G
     a, b = gpu.empty((100, 300)), gpu.empty((100, 300))
     gpu.rng_reset()
     gpu.rand(a)

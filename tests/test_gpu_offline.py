@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from neonlike import plan as P
-from neonlike.backends import cublas as CB
-from neonlike.backends import cuda_compile as CC
+from neonlike.backends.gpu import cublas as CB
+from neonlike.backends.gpu import compile as CC
 from neonlike.backends import gen_backend
-from neonlike.backends import nervanagpu as G
-from neonlike.backends import render_cuda as RC
+from neonlike.backends.gpu import device as G
+from neonlike.backends.gpu import render as RC
 from neonlike.dtypes import compute_dtype
 
 NVCC = shutil.which("nvcc")
@@ -99,7 +99,7 @@ def test_compile_cache_is_shared_between_processes(cpu, cache):
     src.write_text(k.source)
     script = (
         "import sys\n"
-        "from neonlike.backends import cuda_compile as CC\n"
+        "from neonlike.backends.gpu import compile as CC\n"
         "def fail(*a): raise SystemExit('recompiled')\n"
         "CC._nvcc = fail\n"
         f"data = CC.compile_cubin(open({str(src)!r}).read(), {k.name!r}, 'sm_90')\n"
@@ -469,8 +469,8 @@ def test_cpu_backend_imports_nothing_of_the_gpu():
             "from neonlike.backends import gen_backend\n"
             "be = gen_backend('cpu'); x = be.ones((2, 2)); x[:] = x * 2\n"
             "bad = [m for m in sys.modules if m.startswith('pycuda') or m in (\n"
-            "    'neonlike.backends.nervanagpu', 'neonlike.backends.cublas',\n"
-            "    'neonlike.backends.cuda_compile')]\n"
+            "    'neonlike.backends.nervanagpu', 'neonlike.backends.gpu.device', 'neonlike.backends.gpu.cublas',\n"
+            "    'neonlike.backends.gpu.compile')]\n"
             "assert not bad, bad\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
@@ -479,8 +479,8 @@ def test_cpu_backend_imports_nothing_of_the_gpu():
 def test_gpu_modules_import_without_pycuda():
     code = ("import sys\n"
             "sys.modules['pycuda'] = None\n"
-            "import neonlike.backends.nervanagpu, neonlike.backends.cublas, "
-            "neonlike.backends.cuda_compile\n")
+            "import neonlike.backends.nervanagpu, neonlike.backends.gpu.cublas, "
+            "neonlike.backends.gpu.compile\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
 
@@ -542,7 +542,7 @@ class FakeFunction:
 
 def run_stage(dev, k, stage, meta, ctype, out_dtype, args):
     """A FUSED stage in numpy, on the buffers the launch arguments describe."""
-    from neonlike.backends.render_numba import _dedupe
+    from neonlike.backends.cpu.render import _dedupe
     from neonlike.ops import OP_INFO, Op
     from neonlike.dtypes import cast_for_store
     args = list(args)
@@ -738,7 +738,7 @@ def test_emulated_batched_dot(gpu):
 
 
 def test_emulated_rng_is_reproducible(gpu):
-    from neonlike.backends import nervanagpu
+    from neonlike.backends.gpu import device as nervanagpu
     a, b = gpu.empty((50, 40)), gpu.empty((50, 40))
     gpu.rand(a)
     gpu.rng_reset()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from neonlike.backends import gen_backend, nn_cpu
+from neonlike.backends import gen_backend
+from neonlike.backends.cpu import nn as nn_cpu
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from neonlike.dtypes import compute_dtype
 from neonlike.ops import OP_INFO, Kind, Op
 from neonlike.optree import OpTreeNode
 from neonlike.backends import gen_backend
-from neonlike.backends import render_cuda as RC
+from neonlike.backends.gpu import render as RC
 
 NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH: the rendered CUDA "

@@ -1,4 +1,4 @@
-"""neonlike.backends.vecmath: accuracy over the whole float32 range, special values, vectorization.
+"""neonlike.backends.cpu.vecmath: accuracy over the whole float32 range, special values, vectorization.
 
 Every function runs inside an @njit(fastmath=False) loop, the way the numba renderer calls it, and is
 compared with the float64 numpy reference rounded to float32. Errors are counted in float32 ulps: the
@@ -16,7 +16,7 @@ import pytest
 
 numba = pytest.importorskip("numba")
 
-from neonlike.backends import vecmath as vm  # noqa: E402
+from neonlike.backends.cpu import vecmath as vm  # noqa: E402
 
 F32 = np.float32
 LN2 = math.log(2.0)

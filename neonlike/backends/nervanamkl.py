@@ -12,7 +12,7 @@ class NervanaMKL(NervanaCPU):
     backend_name = "mkl"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        from .gemm import prefer_tbb_threading
+        from .cpu.gemm import prefer_tbb_threading
         prefer_tbb_threading()        # before mkl-service loads MKL (see gemm.py)
         try:
             import mkl  # noqa: F401  (mkl-service: thread control for MKL)

@@ -11,7 +11,7 @@ How a generated kernel calls them (float32 trees only; float64 trees keep using 
 
     import numba
     import numpy as np
-    from neonlike.backends.vecmath import exp32, sig32, tanh32
+    from neonlike.backends.cpu.vecmath import exp32, sig32, tanh32
 
     @numba.njit(parallel=True, fastmath=False, error_model="numpy")
     def _kernel(a, b, out):                       # out = sig(a * b) * tanh(a) + exp(-a) * 0.5

@@ -3,7 +3,7 @@
 Layouts are neon's, batch innermost: input (C, D, H, W, N), filters (C, T, R, S, K), output
 (K, M, P, Q, N); layers hand the same memory over as 2-D (features, N) buffers. The numpy
 functions here are the path taken where numba is missing (im2col + GEMM, window loops for
-pooling); nn_cpu.py drives them and conv_kernels.py holds the Numba kernels.
+pooling); nn.py drives them and conv_kernels.py holds the Numba kernels.
 """
 from __future__ import annotations
 

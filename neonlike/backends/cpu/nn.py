@@ -9,7 +9,7 @@ Convolution has two paths, both exact in float64 (fastmath only allows fused mul
 reassociation of the batch dot product in the direct update kernel):
   'direct'  Numba kernels looping over the taps, vectorised over the batch (conv_kernels.py);
   'im2col'  a column matrix of the input (in blocks of output rows, CHUNK_BYTES each) and one
-            GEMM per block through neonlike.backends.gemm (MKL); col2im for bprop.
+            GEMM per block through neonlike.backends.cpu.gemm (MKL); col2im for bprop.
 A layer's `algo[op]` forces one; NEONLIKE_CONV_ALGO=direct|im2col forces one everywhere.
 Otherwise each (op, layer shape, dtype) is timed once with both paths on scratch outputs, and
 the faster is remembered on the backend (`conv_choices`, cleared by `clear_conv_choices()`).
@@ -31,7 +31,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .gemm import gemm
-from .layer_cpu import (ALGOS, ConvLayer, PoolLayer, bprop_pool_numpy, col2im_numpy,
+from .layer import (ALGOS, ConvLayer, PoolLayer, bprop_pool_numpy, col2im_numpy,
                         fprop_pool_numpy, im2col_numpy)
 
 ALGO_ENV = "NEONLIKE_CONV_ALGO"

@@ -20,12 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from .. import plan as P
-from ..dtypes import compute_dtype
-from ..ops import Kind, Op
-from ..optree import OpTreeNode, Operators, _broadcast2, shape_of, tensor_token
-from . import gemm, reference, render_numba
-from .cache import CPU_CACHE, timed_first_call
+from ... import plan as P
+from ...dtypes import compute_dtype
+from ...ops import Kind, Op
+from ...optree import OpTreeNode, Operators, _broadcast2, shape_of, tensor_token
+from . import gemm
+from . import render as render_numba
+from .. import reference
+from ..cache import CPU_CACHE, timed_first_call
 
 # Elements from which a stage runs on every core (below, a parallel launch costs more than it
 # saves; measured on the 2-core machine with numba's tbb layer: a wake-up is ~10 us). Stages with

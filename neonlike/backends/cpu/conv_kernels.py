@@ -1,6 +1,6 @@
 """Numba kernels for convolution and pooling on neon's batch-innermost layouts.
 
-Imported only by nn_cpu.py, inside the ops, where numba is installed. Arrays: input I
+Imported only by nn.py, inside the ops, where numba is installed. Arrays: input I
 (C, D, H, W, N), filters F (C, T, R, S, K), output O (K, M, P, Q, N); `g` is the layer's
 geometry (pad_d, pad_h, pad_w, str_d, str_h, str_w, dil_d, dil_h, dil_w). Every kernel's inner
 loop runs over the batch (contiguous), so it vectorises; stride-1 rows run as one long loop

@@ -19,7 +19,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from .cache import cache_dir
+from ..cache import cache_dir
 
 NVCC_OPTIONS = ("--cubin",)
 _MEMORY: dict[str, bytes] = {}      # digest -> cubin (bounded by the number of kernel structures)

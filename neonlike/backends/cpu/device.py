@@ -1,0 +1,133 @@
+"""The 'cpu' backend: numpy memory; trees run as fused Numba kernels (backends/cpu/program.py)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ... import shapes as S
+from ...dtypes import cast_for_store
+from ...optree import OpTreeNode
+from ...tensor import Tensor
+from .. import reference
+from ..backend import Backend
+from .nn import NNOpsMixin
+
+
+class CPUTensor(Tensor):
+    """A Tensor over a numpy array (`_tensor`); views are numpy views."""
+
+    def __init__(self, backend: Any, ary: np.ndarray, name: str | None = None,
+                 persist_values: bool = True, base: Tensor | None = None) -> None:
+        super().__init__(backend, ary.shape, ary.dtype, name, persist_values, base)
+        self._tensor = ary
+
+    def _derived(self, ary: np.ndarray) -> CPUTensor:
+        return CPUTensor(self.backend, ary, None, self.persist_values, base=self)
+
+    def _view(self, slices: tuple, shape: tuple) -> CPUTensor:
+        return self._derived(self._tensor[slices].reshape(shape))
+
+    def _host(self) -> np.ndarray:
+        return self._tensor
+
+    def get(self) -> np.ndarray:
+        return self._tensor.copy()
+
+    def _layout(self) -> tuple | None:
+        ary, root = self._tensor, self._original_base._tensor
+        item = ary.itemsize
+        offset = ary.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+        if ary.dtype != root.dtype or offset % item or any(s % item for s in ary.strides):
+            return None
+        return offset // item, tuple(s // item for s in ary.strides)
+
+    def _store(self, values: np.ndarray) -> None:
+        self._tensor[...] = cast_for_store(np.broadcast_to(values, self.shape), self.dtype)
+
+    def reshape(self, *shape: Any) -> CPUTensor:
+        """A view of another shape (one dim may be -1); ValueError where that needs a copy."""
+        target = S.reshape_target(self.shape, shape[0] if len(shape) == 1 else shape)
+        try:
+            return self._derived(np.reshape(self._tensor, target, copy=False))
+        except ValueError:
+            raise ValueError(f"reshape: a strided view of shape {self.shape} cannot be reshaped to "
+                             f"{target} without a copy; assign it to a new tensor first") from None
+
+    @property
+    def T(self) -> CPUTensor:
+        """Transposed view: 2-D reverses the axes; more dims swap the last two (batched matrices)."""
+        ary = self._tensor
+        return self._derived(ary.T if ary.ndim == 2 else ary.swapaxes(-1, -2))
+
+    def share(self, shape: Any, dtype: Any = None, name: str | None = None) -> CPUTensor:
+        """A tensor over the first bytes of this one's (contiguous) memory."""
+        dt = self.backend._dtype(dtype if dtype is not None else self.dtype)
+        shape = S.host_shape(S.as_shape(shape))
+        nbytes = int(np.prod(shape)) * dt.itemsize
+        if not self._tensor.flags.c_contiguous or nbytes > self._tensor.nbytes:
+            raise ValueError(f"share: needs a contiguous tensor of at least {nbytes} bytes, "
+                             f"this one has shape {self.shape} and {self._tensor.nbytes} bytes")
+        flat = self._tensor.reshape(-1).view(np.uint8)[:nbytes]
+        return CPUTensor(self.backend, flat.view(dt).reshape(shape), name, base=self)
+
+
+class NervanaCPU(NNOpsMixin, Backend):
+    """neon's CPU backend on numpy."""
+
+    backend_name = "cpu"
+    device_type = 0
+    tensor_cls = CPUTensor
+
+    def _from_host(self, values: np.ndarray, name: str | None, persist_values: bool) -> CPUTensor:
+        return CPUTensor(self, np.ascontiguousarray(values), name, persist_values)
+
+    def execute(self, optree: OpTreeNode) -> CPUTensor:
+        """Fused Numba kernels where numba is installed, else the reference interpreter."""
+        out, value = optree[1], optree[2]
+        engine = _fused() if isinstance(value, OpTreeNode) else None
+        if engine is not None:
+            engine.execute(out, value)
+        else:
+            out._store(reference.evaluate(value, reference.tree_dtype(out, value)))
+        return out
+
+    def _gemm(self, A: CPUTensor, B: CPUTensor, C: CPUTensor, alpha: float, beta: float) -> bool:
+        """C = alpha * A @ B + beta * C straight through MKL (compound_dot's fast path); False
+        where the dtypes differ (the op-tree path then converts)."""
+        if not (A.dtype == B.dtype == C.dtype):
+            return False
+        from .gemm import gemm
+        gemm(A._tensor, B._tensor, C._tensor, alpha, beta)
+        return True
+
+    def execute_assign(self, out: CPUTensor, value: OpTreeNode) -> CPUTensor:
+        """`out[:] = value` straight to the engine, without an `assign` node."""
+        engine = _FUSED[0] if _FUSED else _fused()
+        if engine is not None:
+            engine.execute(out, value)
+        else:
+            out._store(reference.evaluate(value, reference.tree_dtype(out, value)))
+        return out
+
+
+_FUSED: list = []
+
+
+def _fused() -> Any:
+    """The fused engine (numba), or None: NEONLIKE_FUSE=0 selects the reference interpreter, and
+    without numba the reference interpreter runs (with one warning)."""
+    if not _FUSED:
+        import importlib.util
+        import os
+        if os.environ.get("NEONLIKE_FUSE", "1") == "0":
+            _FUSED.append(None)
+        elif importlib.util.find_spec("numba") is None:
+            import warnings
+            warnings.warn("neonlike: numba is not installed; the 'cpu' backend interprets trees "
+                          "with numpy (pip install numba for fused kernels)", RuntimeWarning, 2)
+            _FUSED.append(None)
+        else:
+            from . import program as fused_cpu
+            _FUSED.append(fused_cpu)
+    return _FUSED[0]
