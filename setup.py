@@ -23,6 +23,7 @@ setup(
         f"mkl; {MKL_PLATFORMS}",
         f"mkl-service; {MKL_PLATFORMS}",
         "scikit-learn",   # the digits dataset, the examples' default data
+        "tqdm>=4.60",     # the training progress bar (callbacks.ProgressBarCallback)
     ],
     extras_require={
         "test": ["pytest>=7", "hypothesis>=6"],

@@ -28,6 +28,15 @@ def test_mnist_mlp_on_digits(tmp_path):
     assert "scikit-learn's digits" in out
     assert re.search(r"Epoch 9 +\[Train \|\u2588{20}\| 45/45 batches, [\d.]+ cost, [\d.]+s\]", out)
     assert error_of(out) <= 5.0
+    # stdout is a pipe here: each epoch's final line once, no carriage-return redraws
+    assert "\r" not in out
+    epochs = [line for line in out.splitlines() if line.startswith("Epoch ")]
+    assert [line.split()[1] for line in epochs] == [str(i) for i in range(10)]
+
+
+def test_mnist_mlp_without_progress_bar(tmp_path):
+    out = run("mnist_mlp.py", "-w", str(tmp_path), "-b", "cpu", "-e", "1", "--no_progress_bar")
+    assert "Epoch" not in out and "Misclassification error" in out
 
 
 def test_custom_layer_example():

@@ -19,7 +19,7 @@ import warnings
 from collections import OrderedDict
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 STATS_KEYS = ("hits", "misses", "compiles", "disk_loads", "compile_seconds", "disk_writes",
               "evictions")
@@ -141,19 +141,52 @@ def _import(name: str, path: Path) -> ModuleType:
 CPU_CACHE = KernelCache()
 
 
+# Called as listener(event) with a CompileEvent around a generated kernel's first call, which
+# compiles it or loads it from numba's disk cache: 'start' before (the caller waits from here on),
+# then 'end' (event.kind 'compile' or 'disk_load') or 'error' (the call raised, KeyboardInterrupt
+# included). The progress bar says "compiling kernel N..." with it (callbacks.ProgressBarCallback).
+COMPILE_LISTENERS: list = []
+
+
+class CompileEvent(NamedTuple):
+    phase: str             # 'start', 'end' or 'error'
+    kernel: str            # the dispatcher's function name ('kernel_parallel')
+    kind: str | None       # 'compile' or 'disk_load' at 'end', else None
+    seconds: float         # the call's time at 'end' and 'error', else 0.0
+
+
 def timed_first_call(fn: Callable, stats: dict) -> Callable:
     """Wrap a numba dispatcher: a call that adds a signature is a compile, or a load from numba's
-    disk cache (told apart by the dispatcher's cache-miss count)."""
+    disk cache (told apart by the dispatcher's cache-miss count). The first call (no signature
+    yet) is announced to COMPILE_LISTENERS; later calls only pay one length check for it."""
     def call(*args: Any) -> Any:
         before = len(fn.overloads)
+        listeners = COMPILE_LISTENERS if not before else None
+        if listeners:
+            _announce(listeners, CompileEvent("start", fn.__name__, None, 0.0))
         t0 = time.perf_counter()
-        result = fn(*args)
+        try:
+            result = fn(*args)
+        except BaseException:
+            if listeners:
+                _announce(listeners, CompileEvent("error", fn.__name__, None,
+                                                  time.perf_counter() - t0))
+            raise
         if len(fn.overloads) > before:
             misses = sum(fn.stats.cache_misses.values())
-            stats["compiles" if misses > call.misses else "disk_loads"] += 1
-            stats["compile_seconds"] += time.perf_counter() - t0
+            kind = "compile" if misses > call.misses else "disk_load"
+            seconds = time.perf_counter() - t0
+            stats[kind + "s"] += 1
+            stats["compile_seconds"] += seconds
             call.misses = misses
+            if listeners:
+                _announce(listeners, CompileEvent("end", fn.__name__, kind, seconds))
         return result
     call.misses = 0
     call.dispatcher = fn
     return call
+
+
+def _announce(listeners: list, event: CompileEvent) -> None:
+    for listener in tuple(listeners):   # a listener may remove itself
+        listener(event)

@@ -45,24 +45,88 @@ class TrainCostCallback(Callback):
 
 
 class ProgressBarCallback(Callback):
-    """`Epoch 0   [Train |████████████████████|  469/469  batches, 0.26 cost, 1.38s]`, redrawn in
-    place at most every `interval` seconds and on the last batch."""
+    """neon's progress line, drawn by tqdm:
+    `Epoch 0   [Train |████████████████████| 469/469 batches, 0.22 cost, 2.47s]`.
+
+    On a terminal, and in a notebook where tqdm.auto picks its widget, the line is redrawn in place
+    at most every `interval` seconds and on the last batch, with the time left and the rate while
+    the epoch runs, and says "compiling kernel N..." while a kernel compiles (the first epoch, cold
+    cache). Anywhere else (a file, a pipe, CI) it writes each epoch's final line only, without
+    carriage returns. `out` defaults to sys.stdout.
+    """
 
     def __init__(self, bar_width: int = 20, interval: float = 0.1, out: Any = None) -> None:
         super().__init__()
         self.bar_width, self.interval = bar_width, interval
-        self.out = out if out is not None else sys.stdout
+        self.out = out
+        self.bar: Any = None
+        self.bar_class: type | None = None
+        self.widget = False   # tqdm.auto's notebook widget: it draws the bar itself
+        self.compiled = 0
+
+    def _stream(self) -> Any:
+        return self.out if self.out is not None else sys.stdout
+
+    def _head(self, widget: bool = False) -> str:
+        """tqdm's bar_format up to 'batches'."""
+        bar = "{bar}" if widget else "{bar:%d}" % self.bar_width
+        w = len(str(max(self.nbatches, 1)))
+        return "{desc} [Train |" + bar + "| {n:>%dd}/{total:<%dd} batches" % (w, w)
+
+    def line(self, epoch: int, done: int, cost: float, elapsed: float) -> str:
+        """The epoch's final line, neon's format."""
+        from tqdm.std import tqdm
+        return tqdm.format_meter(done, max(self.nbatches, 1), elapsed, prefix=f"Epoch {epoch:<3d}",
+                                 ascii=_BAR_CHARS, bar_format=self._head() + _literal(
+                                     f", {cost:.2f} cost, {elapsed:.2f}s]"))
+
+    def on_train_begin(self, callback_data: dict, model: Any, epochs: int) -> None:
+        from ..backends.cache import COMPILE_LISTENERS
+        # a bar left by a run that raised out of fit() (it never reached on_train_end)
+        COMPILE_LISTENERS[:] = [f for f in COMPILE_LISTENERS if not isinstance(
+            getattr(f, "__self__", None), ProgressBarCallback)]
+        self.compiled = 0
+        self.bar_class = _bar_class(self.out)
+        self.widget = self.bar_class is not None and self.bar_class is not _std_tqdm()
+        if self.bar_class is not None:
+            COMPILE_LISTENERS.append(self.on_compile)
+
+    def on_train_end(self, callback_data: dict, model: Any) -> None:
+        self._stop()
+
+    def _stop(self) -> None:
+        from ..backends.cache import COMPILE_LISTENERS
+        if self.on_compile in COMPILE_LISTENERS:
+            COMPILE_LISTENERS.remove(self.on_compile)
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
 
     def on_epoch_begin(self, callback_data: dict, model: Any, epoch: int) -> None:
         self.start = self.last = time.perf_counter()
-        self.nbatches = model.nbatches
+        self.nbatches, self.done, self.cost, self.elapsed = model.nbatches, 0, 0.0, 0.0
+        if self.bar_class is not None:
+            self.running = self._head(self.widget) + "{postfix}, {elapsed_s:.2f}s, {remaining} " \
+                                                     "left, {rate_noinv_fmt}]"
+            size = {} if self.widget else _screen(self._stream())
+            self.bar = self.bar_class(total=max(self.nbatches, 1), desc=f"Epoch {epoch:<3d}",
+                                      file=self._stream(), bar_format=self.running,
+                                      ascii=_BAR_CHARS, unit=" batches", leave=True,
+                                      mininterval=self.interval, **size)
 
-    def line(self, epoch: int, done: int, cost: float, elapsed: float) -> str:
-        fill = int(round(self.bar_width * done / max(self.nbatches, 1)))
-        bar = "\u2588" * fill + " " * (self.bar_width - fill)
-        width = len(str(self.nbatches))
-        return (f"Epoch {epoch:<3d} [Train |{bar}| {done:>{width}d}/{self.nbatches:<{width}d} "
-                f"batches, {cost:.2f} cost, {elapsed:.2f}s]")
+    def on_compile(self, event: Any) -> None:
+        """COMPILE_LISTENERS' entry while training: the main thread is compiling, so the line is
+        redrawn from here."""
+        bar = self.bar
+        if bar is None:
+            return
+        if event.phase == "start":
+            self.compiled += 1
+            bar.bar_format = self.running.rsplit(", {remaining}", 1)[0] + \
+                f", compiling kernel {self.compiled}...]"
+            bar.refresh()
+        elif event.phase == "error":   # e.g. Ctrl-C while compiling: fit() will not end the bar
+            self._stop()
 
     def on_minibatch_end(self, callback_data: dict, model: Any, epoch: int, minibatch: int) -> None:
         now = time.perf_counter()
@@ -70,9 +134,13 @@ class ProgressBarCallback(Callback):
         if done < self.nbatches and now - self.last < self.interval:
             return
         self.last = now
-        cost = float(model.total_cost.get()[0, 0]) / done
-        self.out.write("\r" + self.line(epoch, done, cost, now - self.start))
-        self.out.flush()
+        self.done, self.elapsed = done, now - self.start
+        self.cost = float(model.total_cost.get()[0, 0]) / done
+        if self.bar is not None:
+            self.bar.n = done
+            self.bar.bar_format = self.running
+            self.bar.set_postfix_str(f"{self.cost:.2f} cost", refresh=False)
+            self.bar.refresh()
 
     def on_epoch_end(self, callback_data: dict, model: Any, epoch: int) -> None:
         extra = ""
@@ -80,8 +148,54 @@ class ProgressBarCallback(Callback):
         if losses and callback_data.get("cost/loss_epoch", [None])[-1] == epoch:
             name = type(model.cost.costfunc).__name__ if model.cost is not None else "Validation"
             extra = f" [{name} Loss {losses[-1]:.2f}, {callback_data['time/loss'][-1]:.2f}s]"
-        self.out.write(extra + "\n")
-        self.out.flush()
+        tail = _literal(f", {self.cost:.2f} cost, {self.elapsed:.2f}s]{extra}")
+        if self.bar is not None:
+            self.bar.n = self.done
+            self.bar.bar_format = self._head(self.widget) + tail
+            self.bar.close()           # draws the final line and ends it
+            self.bar = None
+        else:
+            out = self._stream()
+            out.write(self.line(epoch, self.done, self.cost, self.elapsed) + extra + "\n")
+            out.flush()
+
+
+_BAR_CHARS = " \u2588"   # tqdm's charset: blank and full block only, as neon drew it
+
+
+def _literal(text: str) -> str:
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def _std_tqdm() -> type:
+    from tqdm.std import tqdm
+    return tqdm
+
+
+def _screen(stream: Any) -> dict:
+    """tqdm's ncols and nrows for a terminal: its size, where it tells one (some pseudo-terminals
+    say 0 x 0, which would make tqdm hide the line)."""
+    try:
+        cols, rows = os.get_terminal_size(stream.fileno())
+    except (AttributeError, ValueError, OSError):
+        cols = rows = 0
+    return {"ncols": cols or 10_000, "nrows": rows or 24}
+
+
+def _bar_class(out: Any) -> type | None:
+    """tqdm.auto's class where `out` is stdout in a notebook (its widget), the terminal bar where
+    `out` is a terminal, else None (one line per epoch)."""
+    if out is None:
+        from tqdm.auto import tqdm as auto
+        notebook = sys.modules.get("tqdm.notebook")   # imported by tqdm.auto in a notebook only
+        if notebook is not None and issubclass(auto, notebook.tqdm_notebook):
+            return auto
+        out = sys.stdout
+    try:
+        tty = out.isatty()
+    except (AttributeError, ValueError):   # no isatty, or a closed stream
+        tty = False
+    return _std_tqdm() if tty else None
 
 
 def _dataset_cost(model: Any, dataset: Any) -> float:

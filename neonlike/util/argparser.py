@@ -3,6 +3,9 @@ backend (gen_backend) from them, as neon's did.
 
     parser = NeonArgparser(__doc__); args = parser.parse_args()
     args.epochs, args.batch_size, args.data_dir, args.callback_args  # -> Callbacks(model, **args.callback_args)
+
+A backend that is not registered, or that cannot be made here (gpu without pycuda or a driver, mkl
+without mkl-service), is a usage error (exit status 2), not a traceback.
 """
 from __future__ import annotations
 
@@ -17,12 +20,25 @@ _DTYPES = {"f16": np.float16, "f32": np.float32, "f64": np.float64,
 
 
 class NeonArgparser(argparse.ArgumentParser):
-    def __init__(self, *args: Any, default_overrides: dict | None = None, **kwargs: Any) -> None:
+    """neon's flags on argparse. `desc` is the help's description (neon's examples pass their
+    docstring); the program name is argparse's, the script's file name. Other argparse settings
+    go by keyword."""
+
+    def __init__(self, desc: str | None = None, *, default_overrides: dict | None = None,
+                 **kwargs: Any) -> None:
+        if desc is not None:
+            if "description" in kwargs:
+                raise TypeError("NeonArgparser: give the description once, as `desc` (neon's first "
+                                "argument) or as description=, not both")
+            kwargs["description"] = desc
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
-        super().__init__(*args, **kwargs)
+        super().__init__(**kwargs)
+        from ..backends import registry
         g = self.add_argument_group("neon")
-        g.add_argument("-b", "--backend", default=None,
-                       help="cpu, mkl or gpu (default: mkl where mkl-service is installed, else cpu)")
+        names = sorted(registry())
+        g.add_argument("-b", "--backend", default=None, choices=names, metavar="NAME",
+                       help=f"one of {', '.join(names)} (default: mkl where mkl-service is "
+                            f"installed, else cpu)")
         g.add_argument("-z", "--batch_size", type=int, default=128)
         g.add_argument("-e", "--epochs", type=int, default=10)
         g.add_argument("-r", "--rng_seed", type=int, default=None)
@@ -52,8 +68,12 @@ class NeonArgparser(argparse.ArgumentParser):
             if name is None:
                 name = "mkl" if importlib.util.find_spec("mkl") is not None else "cpu"
             ns.backend = name
-            ns.be = gen_backend(backend=name, rng_seed=ns.rng_seed, datatype=_DTYPES[ns.datatype],
-                                batch_size=ns.batch_size)
+            try:
+                ns.be = gen_backend(backend=name, rng_seed=ns.rng_seed,
+                                    datatype=_DTYPES[ns.datatype], batch_size=ns.batch_size)
+            except (ImportError, RuntimeError) as e:
+                cause = " ".join(str(e).split()) or type(e).__name__
+                self.error(f"argument -b/--backend: {name!r} is unavailable here: {cause}")
         return ns
 
 
