@@ -7,9 +7,7 @@
 
 Importing neonlike does no work and needs numpy alone.
 """
-from __future__ import annotations
-
-from typing import Any
+import typing as _typing
 
 __version__ = "0.1.0"
 
@@ -17,25 +15,33 @@ __version__ = "0.1.0"
 class NervanaObject:
     """neon's base of layers, costs and optimizers: `self.be` is the global backend."""
 
-    be: Any = None
+    be: _typing.Any = None
 
     def __init__(self, name: str | None = None) -> None:
         self.name = name if name is not None else f"{type(self).__name__}_{id(self):x}"
 
 
 def cache_stats() -> dict:
-    """Kernel-cache counters: hits, misses, compiles, disk_loads, compile_seconds, entries, ..."""
+    """The CPU kernel cache's counters (hits, misses, compiles, disk_loads, compile_seconds,
+    disk_writes, entries, evictions, directory), and under "memos" every bounded memo's
+    entries, maxsize and evictions, by name."""
     from .backends.cache import CPU_CACHE
-    return dict(CPU_CACHE.stats, entries=len(CPU_CACHE), directory=str(CPU_CACHE.directory()))
+    from .memo import memos
+    return dict(CPU_CACHE.stats, entries=len(CPU_CACHE), evictions=CPU_CACHE._entries.evictions,
+                directory=str(CPU_CACHE.directory()),
+                memos={m.name: m.stats() for m in memos()})
 
 
 def clear_caches() -> None:
-    """Forget every compiled program held in memory and zero the counters (disk files stay)."""
+    """Forget every compiled program and memoised table held in memory (every Memo: kernels,
+    structures, gradient plans, ...) and zero the counters; files on disk stay."""
     from .backends.cache import CPU_CACHE
+    from .memo import clear_all
     CPU_CACHE.clear()
+    clear_all()
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     if name in ("gen_backend", "cleanup_backend"):
         from . import backends
         return getattr(backends, name)
@@ -46,6 +52,12 @@ def __getattr__(name: str) -> Any:
         from .ops import Op
         return Op
     raise AttributeError(f"module 'neonlike' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The public names and the submodules imported so far (no typing helpers)."""
+    loaded = [k for k, v in globals().items() if type(v) is type(_typing) and k != "_typing"]
+    return sorted(set(__all__ + ["__version__"] + loaded))
 
 
 __all__ = ["NervanaObject", "gen_backend", "cleanup_backend", "Tensor", "OpTreeNode", "Backend", "Op",

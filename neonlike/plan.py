@@ -62,6 +62,28 @@ def _mask(shape: tuple) -> int:
     return sum(1 << i for i, d in enumerate(shape) if d == 1)
 
 
+def buffer_meta(plan: KernelPlan, tensors: list, out: Any, nodes: list,
+                dtypes: bool = False) -> dict:
+    """What a renderer knows of each buffer: (ndim, mask of size-1 axes), and with `dtypes` the
+    storage dtype of the tensors and the output (temps hold the compute dtype and carry none)."""
+    def entry(shape: tuple, dtype: Any) -> tuple:
+        return (len(shape), _mask(shape), dtype) if dtypes else (len(shape), _mask(shape))
+    meta = {i: entry(t.shape, t.dtype) for i, t in enumerate(tensors)}
+    meta[plan.n_inputs] = entry(out.shape, out.dtype)
+    for j, pos in enumerate(plan.temps):
+        shape = nodes[pos].shape
+        meta[plan.n_inputs + 1 + j] = (len(shape), _mask(shape))
+    return meta
+
+
+def gemm_only(plan: KernelPlan) -> bool:
+    """`out[:] = dot(a, b)`: a GEMM into a temp that the last stage only copies to the output (a
+    device may run the GEMM straight into the output)."""
+    st = plan.stages
+    return len(st) == 2 and st[0].kind is StageKind.GEMM and \
+        st[1].program == (Instr("load", (), st[0].out),)
+
+
 def _node_token(d: dict) -> tuple:
     attrs = tuple((k, v) for k, v in d.items() if k != "op" and k != "shape")
     return (d["op"], attrs, len(d["shape"]), _mask(d["shape"]))

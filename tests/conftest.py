@@ -43,8 +43,8 @@ def cpu_engine(request, monkeypatch):
     if getattr(request.module, "CPU_ENGINE", "fused") == "reference":
         monkeypatch.setattr(nervanacpu, "_FUSED", [None])
     else:
-        monkeypatch.setattr(nervanacpu, "_FUSED", [fused_cpu])
-        monkeypatch.setattr(fused_cpu, "JIT_AFTER", 1)
+        monkeypatch.setattr(nervanacpu, "_FUSED", [fused_cpu.ENGINE])
+        monkeypatch.setattr(fused_cpu.ENGINE, "jit_after", 1)
 
 
 @pytest.fixture(params=BACKENDS)
@@ -128,12 +128,12 @@ def _dump_kernels(directory: str):
 
 def pytest_configure(config):
     import shutil
-    from neonlike.backends.cpu import program as fused_cpu
+    from neonlike.backends import engine
     if os.environ.get("NEONLIKE_CUDA_SUITE_CHECK", "1") != "0" and shutil.which("nvcc"):
-        fused_cpu.PLAN_OBSERVERS.append(_render_for_cuda)
+        engine.PLAN_OBSERVERS.append(_render_for_cuda)
     if os.environ.get("NEONLIKE_DUMP_KERNELS"):
         os.makedirs(os.environ["NEONLIKE_DUMP_KERNELS"], exist_ok=True)
-        fused_cpu.PLAN_OBSERVERS.append(_dump_kernels(os.environ["NEONLIKE_DUMP_KERNELS"]))
+        engine.PLAN_OBSERVERS.append(_dump_kernels(os.environ["NEONLIKE_DUMP_KERNELS"]))
 
 
 def _nvcc_batch(sources: list) -> tuple:

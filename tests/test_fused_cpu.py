@@ -17,7 +17,7 @@ from neonlike import plan as P  # noqa: E402
 from neonlike.ops import OP_INFO, Kind  # noqa: E402
 from neonlike.backends import gen_backend  # noqa: E402
 from neonlike.backends.cpu import device as nervanacpu  # noqa: E402
-from neonlike.backends import fused_cpu  # noqa: E402
+from neonlike.backends.cpu import program as fused_cpu  # noqa: E402
 from neonlike.backends.cache import CPU_CACHE  # noqa: E402
 
 
@@ -30,8 +30,8 @@ def cache_dir(tmp_path_factory):
 def be(cache_dir, monkeypatch):
     monkeypatch.setenv("NEONLIKE_CACHE_DIR", str(cache_dir))
     monkeypatch.setattr(CPU_CACHE, "_dir", None)
-    monkeypatch.setattr(nervanacpu, "_FUSED", [fused_cpu])
-    monkeypatch.setattr(fused_cpu, "JIT_AFTER", 1)
+    monkeypatch.setattr(nervanacpu, "_FUSED", [fused_cpu.ENGINE])
+    monkeypatch.setattr(fused_cpu.ENGINE, "jit_after", 1)
     return gen_backend("cpu", rng_seed=0)
 
 
@@ -399,7 +399,7 @@ def test_random_trees_fused_equal_reference(cache_dir, recipe, out_dtype, in_dty
     saved_env = os.environ.get("NEONLIKE_CACHE_DIR")
     os.environ["NEONLIKE_CACHE_DIR"] = str(cache_dir)
     saved, CPU_CACHE._dir = nervanacpu._FUSED[:], None
-    nervanacpu._FUSED[:] = [fused_cpu]
+    nervanacpu._FUSED[:] = [fused_cpu.ENGINE]
     try:
         be = gen_backend("cpu", rng_seed=0)
         leaves = [be.array(np.rint(data(s, -4, 4, seed=i) * 4) / 4, dtype=in_dtype)

@@ -26,8 +26,8 @@ def cache_dir(tmp_path_factory):
 def be(cache_dir, monkeypatch):
     monkeypatch.setenv("NEONLIKE_CACHE_DIR", str(cache_dir))
     monkeypatch.setattr(CPU_CACHE, "_dir", None)
-    monkeypatch.setattr(nervanacpu, "_FUSED", [fused_cpu])
-    monkeypatch.setattr(fused_cpu, "JIT_AFTER", 1, raising=False)  # compile on the first run
+    monkeypatch.setattr(nervanacpu, "_FUSED", [fused_cpu.ENGINE])
+    monkeypatch.setattr(fused_cpu.ENGINE, "jit_after", 1)  # compile on the first run
     return gen_backend("cpu", rng_seed=0)
 
 

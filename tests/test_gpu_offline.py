@@ -48,7 +48,7 @@ def rendered(be, out_shape, tree_fn, shapes, dtype=np.float32, **options):
     _, ts, _, nodes = P.walk(out, tree)
     plan = P.make_plan(out, tree, ts, nodes, RC.RENDERABLE)
     ctype = compute_dtype([out.dtype] + [t.dtype for t in ts])
-    meta = G.stage_meta(plan, ts, out, nodes)
+    meta = P.buffer_meta(plan, ts, out, nodes, dtypes=True)
     kernels = [RC.render(st, meta, ctype.name, out.dtype if st.out == plan.n_inputs else ctype,
                          f"offline/{i}", **options)
                for i, st in enumerate(plan.stages) if st.kind is P.StageKind.FUSED]

@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import shapes as S
 from ..dtypes import SUPPORTED, as_dtype, cast_for_store
+from ..memo import Memo
 from ..ops import OP_INFO, Kind, Op
 from ..optree import (OpDict, OpTreeNode, Operators, _build_elementwise, _dict_update, _new_opdict,
                       build, shape_of)
@@ -22,7 +23,7 @@ from ..tensor import Tensor
 __all__ = ["Backend", "Tensor", "OpTreeNode"]
 
 FLOATS = tuple(np.dtype(t) for t in ("float16", "float32", "float64"))
-_COUNTS: dict = {}   # (shape, axis) -> elements a reduction over `axis` of `shape` combines
+_COUNTS = Memo("backend.reduced_counts", 4096)  # (shape, axis) -> elements reduced
 
 
 class Backend:
@@ -134,9 +135,7 @@ class Backend:
             hashable = False
         n = math.prod(shape[i] for i in S.norm_axes(axis, len(shape), op))
         if hashable:
-            if len(_COUNTS) > 4096:
-                _COUNTS.clear()
-            _COUNTS[key] = n
+            _COUNTS.put(key, n)
         return n
 
     def mean(self, a: Any, axis: Any = None, partial: Any = None, out: Any = None,

@@ -1,4 +1,4 @@
-"""The structural kernel cache: an in-memory LRU of compiled programs, and generated modules on disk.
+"""The structural kernel cache: a bounded memo of compiled programs, and generated modules on disk.
 
 Keys are tree signatures (plan.walk): structure only, never constant values, tensor identities or
 sizes. On disk each generated module is `<cache dir>/k_<sha256 of its source>.py`, written
@@ -16,13 +16,13 @@ import tempfile
 import threading
 import time
 import warnings
-from collections import OrderedDict
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, NamedTuple
 
-STATS_KEYS = ("hits", "misses", "compiles", "disk_loads", "compile_seconds", "disk_writes",
-              "evictions")
+from ..memo import Memo
+
+STATS_KEYS = ("hits", "misses", "compiles", "disk_loads", "compile_seconds", "disk_writes")
 
 
 def cache_dir() -> Path:
@@ -34,12 +34,12 @@ def cache_dir() -> Path:
 
 
 class KernelCache:
-    """Bounded LRU of compiled programs keyed by signature, plus the on-disk module store."""
+    """Compiled programs keyed by signature (a bounded Memo), plus the on-disk module store."""
 
-    def __init__(self, maxsize: int = 512) -> None:
+    def __init__(self, name: str = "cpu.programs", maxsize: int = 512) -> None:
         self.maxsize = maxsize
-        self._entries: OrderedDict = OrderedDict()
-        self._modules: dict[str, ModuleType] = {}
+        self._entries = Memo(name, maxsize)
+        self._modules = Memo(f"{name}.modules", 4 * maxsize)
         self._lock = threading.Lock()
         self._dir: Path | None = None
         self.stats = dict.fromkeys(STATS_KEYS, 0)
@@ -48,26 +48,19 @@ class KernelCache:
     def get(self, key: Any) -> Any:
         entry = self._entries.get(key)
         if entry is not None:
-            self._entries.move_to_end(key)
             self.stats["hits"] += 1
         return entry
 
     def put(self, key: Any, entry: Any) -> None:
         with self._lock:
             self.stats["misses"] += 1
-            self._entries[key] = entry
-            if len(self._entries) > self.maxsize:
-                self._entries.popitem(last=False)
-                self.stats["evictions"] += 1
+            self._entries.put(key, entry)
 
     def alias(self, key: Any, entry: Any) -> None:
         """Also file `entry` under a second key (a faster-to-compute key of the same structure);
         not a miss."""
         with self._lock:
-            self._entries[key] = entry
-            if len(self._entries) > self.maxsize:
-                self._entries.popitem(last=False)
-                self.stats["evictions"] += 1
+            self._entries.put(key, entry)
 
     def clear(self) -> None:
         with self._lock:
@@ -113,8 +106,7 @@ class KernelCache:
             except Exception:
                 if attempt:
                     raise
-        self._modules[digest] = mod
-        return mod
+        return self._modules.put(digest, mod)
 
     def _write(self, path: Path, source: str) -> None:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")

@@ -85,11 +85,9 @@ class NervanaCPU(NNOpsMixin, Backend):
     def execute(self, optree: OpTreeNode) -> CPUTensor:
         """Fused Numba kernels where numba is installed, else the reference interpreter."""
         out, value = optree[1], optree[2]
-        engine = _fused() if isinstance(value, OpTreeNode) else None
-        if engine is not None:
-            engine.execute(out, value)
-        else:
-            out._store(reference.evaluate(value, reference.tree_dtype(out, value)))
+        if isinstance(value, OpTreeNode):
+            return self.execute_assign(out, value)
+        out._store(reference.evaluate(value, reference.tree_dtype(out, value)))
         return out
 
     def _gemm(self, A: CPUTensor, B: CPUTensor, C: CPUTensor, alpha: float, beta: float) -> bool:
@@ -115,8 +113,8 @@ _FUSED: list = []
 
 
 def _fused() -> Any:
-    """The fused engine (numba), or None: NEONLIKE_FUSE=0 selects the reference interpreter, and
-    without numba the reference interpreter runs (with one warning)."""
+    """The CPU's engine (engine.Engine over Numba programs), or None: NEONLIKE_FUSE=0 selects
+    the reference interpreter, and without numba the reference interpreter runs (one warning)."""
     if not _FUSED:
         import importlib.util
         import os
@@ -128,6 +126,6 @@ def _fused() -> Any:
                           "with numpy (pip install numba for fused kernels)", RuntimeWarning, 2)
             _FUSED.append(None)
         else:
-            from . import program as fused_cpu
-            _FUSED.append(fused_cpu)
+            from .program import ENGINE
+            _FUSED.append(ENGINE)
     return _FUSED[0]

@@ -30,9 +30,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ...memo import Memo
 from .gemm import gemm
 from .layer import (ALGOS, ConvLayer, PoolLayer, bprop_pool_numpy, col2im_numpy,
-                        fprop_pool_numpy, im2col_numpy)
+                    fprop_pool_numpy, im2col_numpy)
 
 ALGO_ENV = "NEONLIKE_CONV_ALGO"
 CHUNK_BYTES = 2 << 20    # im2col block size: see benchmarks/README.md (bench_nn_ops.py)
@@ -201,7 +202,8 @@ class NNOpsMixin:
         """(op, layer key) -> 'direct' or 'im2col', as timed on first use."""
         choices = self.__dict__.get("_conv_choices")
         if choices is None:
-            choices = self.__dict__["_conv_choices"] = {}
+            choices = self.__dict__["_conv_choices"] = Memo(
+                f"{self.backend_name}.conv_choices", MAX_CHOICES)
         return choices
 
     def clear_conv_choices(self) -> None:
@@ -235,9 +237,7 @@ class NNOpsMixin:
                 took = time.perf_counter() - start
                 if took < best:
                     best, algo = took, name
-            if len(choices) >= MAX_CHOICES:
-                choices.clear()
-            choices[key] = algo
+            choices.put(key, algo)
         return algo
 
     # ------------------------------------------------------------------ pooling
@@ -381,7 +381,7 @@ def _is_dot(layer: ConvLayer) -> bool:
     return layer.TRS == (1, 1, 1) and layer.padding == (0, 0, 0) and layer.strides == (1, 1, 1)
 
 
-_WORKSPACE: dict = {}
+_WORKSPACE = Memo("cpu.im2col_workspace", 8)   # dtype -> column buffer
 
 
 def _blocks(layer: ConvLayer, dtype: np.dtype):
@@ -392,7 +392,7 @@ def _blocks(layer: ConvLayer, dtype: np.dtype):
     size = rows_f * block * N
     buf = _WORKSPACE.get(dtype)
     if buf is None or buf.size < size:
-        buf = _WORKSPACE[dtype] = np.empty(size, dtype)
+        buf = _WORKSPACE.put(dtype, np.empty(size, dtype))
     for pos0 in range(0, positions, block):
         pos1 = min(positions, pos0 + block)
         cols = (pos1 - pos0) * N

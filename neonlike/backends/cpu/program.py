@@ -1,20 +1,18 @@
-"""Fused CPU execution: plan a tree once per signature, render its FUSED stages for Numba, launch.
+"""The CPU device's programs: a tree's plan with its FUSED stages rendered for Numba and loaded.
 
-    execute(out, tree)
-      -> key: the tree's interned structure id (optree._intern, made while the tree was built)
-              + which leaves are the same tensor + the output's token; no walk
-      -> CPU_CACHE hit: Program.fast (one-stage plans: buffers, constants, one numba call)
-                        or Program.run (any plan: GEMM, HOST and FUSED stages, temps)
-      -> miss: plan.walk gives the full signature; a structure's first JIT_AFTER - 1 runs are
-               interpreted (reference.evaluate), then it is planned, rendered, compiled and cached
+    Program(key, out, value, tensors, nodes)   (the CPU engine's compile step, see engine.py)
+      -> plan.make_plan: FUSED / GEMM / HOST stages
+      -> each FUSED stage rendered (render.py) and imported through CPU_CACHE's module store
+      -> fast: a runner for one-stage plans (buffers, constants, one numba call)
+         run:  any plan (GEMM, HOST and FUSED stages, temps)
 
-Imported only by NervanaCPU.execute, and only where numba is installed.
+ENGINE is the CPU's execute pipeline (one per process: every CPU backend shares its kernels).
+Imported only by NervanaCPU, and only where numba is installed.
 """
 from __future__ import annotations
 
 import hashlib
 import math
-import os
 import time
 from typing import Any
 
@@ -22,12 +20,14 @@ import numpy as np
 
 from ... import plan as P
 from ...dtypes import compute_dtype
+from ...memo import Memo
 from ...ops import Kind, Op
-from ...optree import OpTreeNode, Operators, _broadcast2, shape_of, tensor_token
-from . import gemm
-from . import render as render_numba
+from ...optree import OpTreeNode, Operators, _broadcast2, shape_of
 from .. import reference
 from ..cache import CPU_CACHE, timed_first_call
+from ..engine import DEBUG, Engine, jit_after_default
+from . import gemm
+from . import render as render_numba
 
 # Elements from which a stage runs on every core (below, a parallel launch costs more than it
 # saves; measured on the 2-core machine with numba's tbb layer: a wake-up is ~10 us). Stages with
@@ -38,7 +38,6 @@ HEAVY = frozenset(op.value for op in (
     Op.EXP, Op.LOG, Op.EXP2, Op.LOG2, Op.SIG, Op.SIG2, Op.TANH, Op.TANH2, Op.SAFELOG, Op.SOFTPLUS,
     Op.POW, Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.SINH, Op.COSH, Op.ASINH,
     Op.ACOSH, Op.ATANH, Op.DIV, Op.SQRT))
-DEBUG = int(os.environ.get("NEONLIKE_DEBUG", "0") or 0)
 F16 = np.dtype(np.float16)
 
 
@@ -56,11 +55,6 @@ class Kernel:
             self.flat_parallel = timed_first_call(module.kernel_flat_parallel, CPU_CACHE.stats)
 
 
-# Called as observer(plan, tensors, out, nodes, compute_dtype) for every plan made (the test suite
-# renders each planned stage for the GPU too and compiles it with nvcc: tests/conftest.py).
-PLAN_OBSERVERS: list = []
-
-
 class Program:
     """A KernelPlan with its kernels, ready to run on any tree of the same signature."""
 
@@ -68,13 +62,7 @@ class Program:
         t0 = time.perf_counter()
         self.plan = P.make_plan(out, value, tensors, nodes, render_numba.RENDERABLE)
         self.dtype = compute_dtype([out.dtype] + [t.dtype for t in tensors])
-        for observe in PLAN_OBSERVERS:
-            observe(self.plan, tensors, out, nodes, self.dtype)
-        meta = {i: (len(t.shape), P._mask(t.shape)) for i, t in enumerate(tensors)}
-        meta[self.plan.n_inputs] = (len(out.shape), P._mask(out.shape))
-        for j, pos in enumerate(self.plan.temps):
-            shape = nodes[pos].shape
-            meta[self.plan.n_inputs + 1 + j] = (len(shape), P._mask(shape))
+        meta = P.buffer_meta(self.plan, tensors, out, nodes)
         self.kernels: dict[int, Kernel] = {}
         heavy = any(ins.op in HEAVY for st in self.plan.stages for ins in st.program)
         self.parallel_min = PARALLEL_MIN_HEAVY if heavy else PARALLEL_MIN
@@ -91,12 +79,9 @@ class Program:
         # stash): the output may then share no memory with any input, not even as the same view
         self.stash = any(k.stash for k in self.kernels.values())
         self.fast = self._fast_runner(out, tensors, nodes)
-        # `out[:] = dot(a, b)`: a GEMM into a temp that the last stage only copies to the output
-        # runs straight into the output where it may (a compute-dtype output sharing no memory
-        # with the operands)
-        st = self.plan.stages
-        self.gemm_only = len(st) == 2 and st[0].kind is P.StageKind.GEMM and \
-            st[1].program == (P.Instr("load", (), st[0].out),)
+        # `out[:] = dot(a, b)` runs straight into the output where it may (a compute-dtype output
+        # sharing no memory with the operands)
+        self.gemm_only = P.gemm_only(self.plan)
         if DEBUG >= 3:
             for k in self.kernels.values():
                 print(k.source)
@@ -204,26 +189,6 @@ class Program:
             out._store(bufs[plan.n_inputs])
 
 
-# Tiered execution: a tree structure is interpreted (numpy, no compile) the first JIT_AFTER - 1
-# times it runs and compiled when it recurs, so one-off trees never wait for a compile.
-# NEONLIKE_JIT_AFTER=1 compiles every tree on its first run.
-JIT_AFTER = max(1, int(os.environ.get("NEONLIKE_JIT_AFTER", "2") or 2))
-_SEEN: dict = {}
-
-
-def _interpret_first(key: tuple) -> bool:
-    if JIT_AFTER <= 1:
-        return False
-    n = _SEEN.get(key, 0) + 1
-    if n >= JIT_AFTER:
-        _SEEN.pop(key, None)
-        return False
-    if len(_SEEN) > 8192:
-        _SEEN.clear()
-    _SEEN[key] = n
-    return True
-
-
 def _host_info(t: Any) -> tuple:
     """(host array, id of the object owning its memory, its 1-D view or None where it is not
     C-contiguous), memoised on the tensor: a CPU tensor's array never changes."""
@@ -238,7 +203,7 @@ def _host_info(t: Any) -> tuple:
         return info
 
 
-_CONSTS: dict = {np.float32: {}, np.float64: {}}
+_CONSTS = {t: Memo(f"cpu.constants.{t.__name__}", 1024) for t in (np.float32, np.float64)}
 
 
 def _constant(ctype: Any, v: float) -> Any:
@@ -247,9 +212,7 @@ def _constant(ctype: Any, v: float) -> Any:
     known = _CONSTS[ctype]
     c = known.get(v)
     if c is None:
-        if len(known) > 1024:
-            known.clear()
-        c = known[v] = ctype(v)
+        c = known.put(v, ctype(v))
     return c
 
 
@@ -285,46 +248,6 @@ def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
             and a.strides == b.strides and a.shape == b.shape)
 
 
-def execute(out: Any, value: Any) -> None:
-    """out[:] = value through the fused path (value is an OpTreeNode)."""
-    d = value[0]
-    sid = getattr(d, "sid", None)
-    if sid is not None and not DEBUG:
-        # the tree's structure was interned while it was built: its key needs no walk, only
-        # which leaves are the same tensor (and whether the output is one of them)
-        slots: dict = {}
-        tensors: list = []
-        pattern = []
-        for t in d.leaves:
-            slot = slots.get(id(t))
-            if slot is None:
-                slot = slots[id(t)] = len(tensors)
-                tensors.append(t)
-            pattern.append(slot)
-        key = (sid, tuple(pattern), slots.get(id(out), -1), tensor_token(out))
-        program = CPU_CACHE.get(key)
-        if program is not None and program.fast is not None and \
-                program.fast(out, tensors, d.consts):
-            return
-    else:
-        key = None
-    walk_key, tensors, consts, nodes = P.walk(out, value)
-    program = CPU_CACHE.get(walk_key)
-    if DEBUG:
-        print(f"neonlike: {out.name or 'out'}[:] = {value.pp()}"
-              + (" (cache hit)" if program is not None and DEBUG >= 2 else ""))
-    if program is None and _interpret_first(walk_key):
-        out._store(reference.evaluate(value, reference.tree_dtype(out, value)))
-        return
-    if program is None:
-        program = Program(walk_key, out, value, tensors, nodes)
-        CPU_CACHE.put(walk_key, program)
-    if key is not None:
-        CPU_CACHE.alias(key, program)
-    if out.size == 0 or any(t.size == 0 for t in tensors) or any(0 in n.shape for n in nodes):
-        out._store(reference.evaluate(value, program.dtype))
-        return
-    program.run(out, tensors, consts, nodes)
+ENGINE = Engine("cpu", Program, CPU_CACHE, jit_after_default())
 
-
-__all__ = ["execute", "Program", "Kernel", "Op"]
+__all__ = ["ENGINE", "Program", "Kernel", "Op"]

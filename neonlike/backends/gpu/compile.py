@@ -19,11 +19,11 @@ import tempfile
 import threading
 from pathlib import Path
 
+from ...memo import Memo
 from ..cache import cache_dir
 
 NVCC_OPTIONS = ("--cubin",)
-_MEMORY: dict[str, bytes] = {}      # digest -> cubin (bounded by the number of kernel structures)
-_MEMORY_MAX = 4096
+_MEMORY = Memo("gpu.cubins", 4096)  # digest -> cubin
 _VERSION: dict[str, str] = {}       # nvcc path -> its `--version` text
 _LOCK = threading.Lock()
 STATS = {"memory_hits": 0, "disk_hits": 0, "compiles": 0, "corrupt": 0}
@@ -113,9 +113,7 @@ def compile_cubin(source: str, name: str, arch: str | None = None) -> bytes:
         cubin = _nvcc(source, name, arch)
         _write(path, cubin)
     with _LOCK:
-        if len(_MEMORY) >= _MEMORY_MAX:
-            _MEMORY.clear()
-        _MEMORY[digest] = cubin
+        _MEMORY.put(digest, cubin)
     return cubin
 
 

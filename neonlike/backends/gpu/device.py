@@ -60,13 +60,14 @@ import numpy as np
 from ... import plan as P
 from ... import shapes as S
 from ...dtypes import cast_for_store, compute_dtype
+from ...memo import Memo
 from ...ops import Op
 from ...optree import OpTreeNode, build, shape_of
 from ...tensor import Tensor
 from .. import reference
 from ..backend import Backend
+from ..engine import DEBUG
 
-DEBUG = int(os.environ.get("NEONLIKE_DEBUG", "0") or 0)
 FLOAT_DTYPES = frozenset(np.dtype(t) for t in ("float16", "float32", "float64"))
 
 def _require_cuda(device_id: int) -> None:
@@ -89,7 +90,7 @@ def _require_cuda(device_id: int) -> None:
 # re-exported here, where the backend and its tests use them
 from .layout import (BufDesc, INDEX32_MAX, contiguous_strides, extent,  # noqa: E402,F401
                          is_contiguous, launch_args, overlaps, reshape_strides, same_view,
-                         slice_layout, stage_meta, transpose_layout)
+                         slice_layout, transpose_layout)
 from .rng import (RNG_BLOCK, RNG_SOURCE, rng_key,  # noqa: E402,F401
                       rng_normal_reference, rng_uniform_reference, splitmix64)
 
@@ -122,7 +123,7 @@ class _Device:
         self.arch = f"sm_{major}{minor}"
         self.sm_count = self.device.get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
         self.pool = pycuda.tools.DeviceMemoryPool()
-        self.functions: dict = {}       # kernel name -> (module, prepared function)
+        self.functions = Memo(f"gpu{device_id}.functions", 4096)  # name -> (module, function)
         self._cublas: Any = None
         atexit.register(self.close)
 
@@ -137,7 +138,7 @@ class _Device:
             module = self.drv.module_from_buffer(compile_cubin(source, name, self.arch))
             fn = module.get_function(name)
             fn.prepare(arg_format)
-            entry = self.functions[name] = (module, fn)
+            entry = self.functions.put(name, (module, fn))
         return entry[1]
 
     @property
@@ -284,10 +285,11 @@ class _Program:
 
     def __init__(self, be: NervanaGPU, key: tuple, out: Any, value: Any, tensors: list,
                  nodes: list) -> None:
+        self.be = be
         from . import render as RC
         self.plan = P.make_plan(out, value, tensors, nodes, RC.RENDERABLE)
         self.dtype = compute_dtype([out.dtype] + [t.dtype for t in tensors])
-        self.meta = stage_meta(self.plan, tensors, out, nodes)
+        self.meta = P.buffer_meta(self.plan, tensors, out, nodes, dtypes=True)
         self.out_dtype = out.dtype
         self.tag = hashlib.sha256(repr(key).encode()).hexdigest()[:12]
         self.kernels: dict = {}
@@ -295,9 +297,8 @@ class _Program:
         for i, stage in enumerate(self.plan.stages):
             if stage.kind is P.StageKind.FUSED:   # compiled now: a failure leaves out untouched
                 self.kernels[i] = self._render(be, i, stage, False)
-        st = self.plan.stages
-        self.gemm_only = len(st) == 2 and st[0].kind is P.StageKind.GEMM and \
-            st[1].program == (P.Instr("load", (), st[0].out),)
+        self.gemm_only = P.gemm_only(self.plan)
+        self.fast = None                  # every call runs `run` (the engine's fast key only finds it)
 
     def _render(self, be: NervanaGPU, i: int, stage: P.Stage, index64: bool) -> Any:
         from . import render as RC
@@ -316,9 +317,8 @@ class _Program:
             k = self.kernels64[i] = self._render(be, i, self.plan.stages[i], True)
         return k
 
-    def run(self, be: NervanaGPU, out: GPUTensor, tensors: list, consts: list,
-            nodes: list) -> None:
-        plan, dt = self.plan, self.dtype
+    def run(self, out: GPUTensor, tensors: list, consts: list, nodes: list) -> None:
+        be, plan, dt = self.be, self.plan, self.dtype
         out_d = out.desc()
         descs = [t.desc() for t in tensors]
         direct = not any(overlaps(out_d, d) and not same_view(out_d, d) for d in descs)
@@ -359,6 +359,7 @@ class NervanaGPU(Backend):
         _require_cuda(device_id)
         import pycuda.driver as drv
         from ..cache import KernelCache
+        from ..engine import Engine
         self._drv = drv
         self._device = _Device.get(device_id)
         self.compute_capability = self._device.compute_capability
@@ -366,7 +367,8 @@ class NervanaGPU(Backend):
         self.stream = None                 # every launch, copy and GEMM runs on the null stream
         self.bench = False
         self.use_pinned_mem = False
-        self._programs = KernelCache(maxsize=512)
+        self._programs = KernelCache(f"gpu{device_id}.programs", maxsize=512)
+        self._engine = Engine("gpu", lambda *a: _Program(self, *a), self._programs)
         super().__init__(*args, device_id=device_id, **kwargs)
 
     # ---------------------------------------------------------------- memory
@@ -399,21 +401,8 @@ class NervanaGPU(Backend):
 
     def execute_assign(self, out: GPUTensor, value: Any) -> GPUTensor:
         """out[:] = value: the tree's program (cached by its signature) run on this call's
-        buffers and constants."""
-        key, tensors, consts, nodes = P.walk(out, value)
-        program = self._programs.get(key)
-        if DEBUG:
-            pp = value.pp() if isinstance(value, OpTreeNode) else repr(value)
-            print(f"neonlike gpu: {out.name or 'out'}[:] = {pp}"
-                  + (" (cache hit)" if program is not None and DEBUG >= 2 else ""))
-        if program is None:
-            program = _Program(self, key, out, value, tensors, nodes)
-            self._programs.put(key, program)
-        if out.size == 0 or any(t.size == 0 for t in tensors) or \
-                any(0 in n.shape for n in nodes):
-            out._store(reference.evaluate(value, program.dtype))
-            return out
-        program.run(self, out, tensors, consts, nodes)
+        buffers and constants (engine.py)."""
+        self._engine.execute(out, value)
         return out
 
     def _launch(self, kernel: Any, dst: GPUTensor, dom: tuple, bufs: Mapping[int, GPUTensor],
@@ -594,7 +583,7 @@ class NervanaGPU(Backend):
         return ary
 
 
-__all__ = ["NervanaGPU", "GPUTensor", "launch_args", "stage_meta", "contiguous_strides",
+__all__ = ["NervanaGPU", "GPUTensor", "launch_args", "contiguous_strides",
            "reshape_strides", "slice_layout", "transpose_layout", "extent", "BufDesc",
            "overlaps", "same_view", "rng_key", "rng_uniform_reference", "rng_normal_reference",
            "RNG_SOURCE"]

@@ -150,14 +150,3 @@ def launch_args(kernel: Any, out: BufDesc, dom: tuple, bufs: Mapping[int, BufDes
             raise ValueError(f"launch_args: {value!r} does not fit parameter `{decl}` "
                              f"({char}) of {kernel.name}")
     return tuple(args)
-
-
-def stage_meta(plan: P.KernelPlan, tensors: list, out: Any, nodes: list) -> dict:
-    """render_cuda's meta: (ndim, size-1 mask[, storage dtype]) per buffer; temps (compute
-    dtype) carry none."""
-    meta = {i: (len(t.shape), P._mask(t.shape), t.dtype) for i, t in enumerate(tensors)}
-    meta[plan.n_inputs] = (len(out.shape), P._mask(out.shape), out.dtype)
-    for j, pos in enumerate(plan.temps):
-        shape = nodes[pos].shape
-        meta[plan.n_inputs + 1 + j] = (len(shape), P._mask(shape))
-    return meta
