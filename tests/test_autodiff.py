@@ -5,11 +5,15 @@ kernels are checked in test_autodiff_fused.py.
 """
 from __future__ import annotations
 
+import importlib
+import re
+import warnings
+
 import numpy as np
 import pytest
 
 from neonlike.backends import Autodiff, gen_backend
-from neonlike.backends.autodiff import RULES, _dag_postorder
+from neonlike.backends.autodiff import RULES, UnusedTensorWarning, _dag_postorder
 from neonlike.ops import OP_INFO, Kind, Op
 
 CPU_ENGINE = "reference"
@@ -44,15 +48,21 @@ def numeric_grad(be, build, arrays, weights, h=1e-6):
 
 
 def check(be, build, arrays, rtol=1e-5, atol=1e-6, seed=1):
-    ts = [be.array(a) for a in arrays]
+    """Autodiff against central differences; a tensor warned about as unused (a random tree may
+    leave one out) must have a zero numeric gradient."""
+    ts = [be.array(a, name=f"x{i}") for i, a in enumerate(arrays)]
     tree = build(be, *ts)
     w = rand(tree.shape if hasattr(tree, "shape") else (1, 1), 0.5, 1.5, seed=seed)
     ad = Autodiff(tree, be, next_error=be.array(w))
-    got = ad.get_grad_asnumpyarray(ts)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UnusedTensorWarning)
+        got = ad.get_grad_asnumpyarray(ts)
+    unused = {int(m) for c in caught for m in re.findall(r"tensor 'x(\d+)'", str(c.message))}
     want = numeric_grad(be, build, arrays, w)
-    for g, n, t in zip(got, want, ts):
+    for i, (g, n, t) in enumerate(zip(got, want, ts)):
         assert g.shape == t.shape
         np.testing.assert_allclose(g, n, rtol=rtol, atol=atol)
+        assert i not in unused or not n.any(), f"x{i} warned about as unused"
 
 
 # ---------------------------------------------------------------- one rule at a time
@@ -109,6 +119,16 @@ def test_unary_rule(be, op):
 def test_binary_rule_with_broadcasting(be, op, shapes):
     fn, da, db = BINARY[op]
     check(be, fn, [rand(shapes[0], *da, seed=2), rand(shapes[1], *db, seed=3)])
+
+
+@pytest.mark.parametrize("build, shapes", [
+    (lambda b, x, y: b.mean(x - y, axis=2, keepdims=True) * 1.0, ((2, 3, 4), (1, 4))),
+    (lambda b, x, y: b.sum(x * y, axis=(0, 2), keepdims=True) * 1.0, ((2, 3, 4), (3, 1))),
+    (lambda b, x, y: b.max(x + y, axis=3, keepdims=True) * 1.0, ((2, 2, 3, 4), (1, 3, 4)))])
+def test_a_lower_rank_operand_under_a_reduction(be, build, shapes):
+    """Found by hypothesis: the operand's gradient, summed to size 1 along a broadcast axis and
+    left of the reduced tree's rank, ((1, 1, 1) for a (1, 4) operand), went out of higher rank."""
+    check(be, build, [rand(s, seed=i) for i, s in enumerate(shapes)])
 
 
 @pytest.mark.parametrize("const", [2.0, 0.5])
@@ -241,7 +261,8 @@ def test_api(be):
     x, y = be.array(rand((2, 3), seed=17)), be.array(rand((2, 3), seed=18))
     unused = be.array(rand((4, 4), seed=19))
     ad = Autodiff(x * y, be)
-    trees = ad.get_grad_op_tree([x, y, unused])
+    with pytest.warns(UnusedTensorWarning, match=r"unnamed tensor of shape \(4, 4\)"):
+        trees = ad.get_grad_op_tree([x, y, unused])
     assert [t.shape for t in trees] == [(2, 3), (2, 3), (4, 4)]
     tensors = ad.get_grad_tensor([x, unused])
     np.testing.assert_allclose(tensors[0].get(), y.get())
@@ -263,6 +284,148 @@ def test_gradient_of_a_constant_tree(be):
     np.testing.assert_array_equal(g, np.zeros((2, 3)))
     g = Autodiff(be.sum(x, axis=None), be).get_grad_asnumpyarray([x])[0]
     np.testing.assert_array_equal(g, np.ones((2, 3)))
+
+
+# ---------------------------------------------------------------- what Autodiff refuses (issue 12)
+ACCEPTS = r"op_tree must be an OpTreeNode or a Tensor, got "
+
+
+@pytest.mark.parametrize("op_tree, given", [
+    (np.ones((3, 3)), r"numpy\.ndarray of shape \(3, 3\); put an array on the backend with "
+                      r"be\.array"),
+    (1.5, r"float; a number has no gradient"),
+    (3, r"int; a number has no gradient"),
+    (np.float32(2.0), r"numpy\.float32; a number has no gradient"),
+    (None, r"NoneType$"),
+    ("x0 * x0", r"str$"),
+    ([1.0, 2.0], r"list$")])
+def test_an_op_tree_that_is_not_one_is_refused(be, op_tree, given):
+    """neon's assert let numbers through, but its memoiser then called op_tree.key(), which only
+    an OpTreeNode has: a number never worked there (here it gave zeros without a word)."""
+    with pytest.raises(TypeError, match="^Autodiff: " + ACCEPTS + given):
+        Autodiff(op_tree, be)
+    with pytest.raises(TypeError, match=ACCEPTS + given):
+        Autodiff(op_tree=op_tree, be=be, next_error=None)
+
+
+def test_a_list_of_trees_is_refused(be):
+    x = be.array(rand((2, 3)))
+    with pytest.raises(TypeError, match=ACCEPTS + "list$"):
+        Autodiff([x * 2.0, x], be)
+
+
+def test_a_tensor_is_an_op_tree(be):
+    x = be.array(rand((2, 3)))
+    np.testing.assert_array_equal(Autodiff(x, be).get_grad_asnumpyarray([x])[0], np.ones((2, 3)))
+
+
+@pytest.mark.parametrize("bad, given", [
+    (lambda be: None, "NoneType"), (lambda be: "cpu", "str"),
+    (lambda be: importlib.import_module("neonlike.backends"), "the module neonlike.backends"),
+    (lambda be: type(be), r"the class neonlike\.backends\.\S+\.NervanaCPU"),
+    (lambda be: be.array(rand((2, 3))), r"neonlike\.backends\.\S+\.CPUTensor")])
+def test_a_be_that_is_not_a_backend_is_refused(be, bad, given):
+    x = be.array(rand((2, 3)))
+    with pytest.raises(TypeError, match=r"^Autodiff: be must be a backend from "
+                                        r"gen_backend\(\.\.\.\) \(an instance of "
+                                        r"neonlike\.backends\.backend\.Backend\), got " + given):
+        Autodiff(x * 2.0, bad(be))
+
+
+def test_gradients_are_asked_for_a_list_of_tensors(be):
+    x = be.array(rand((2, 3)))
+    ad = Autodiff(x * 2.0, be)
+    with pytest.raises(TypeError, match=r"pass a list of Tensors, got a single .*Tensor"):
+        ad.get_grad_op_tree(x)
+    with pytest.raises(TypeError, match=r"pass a list of Tensors, got a single .*Tensor"):
+        ad.back_prop_grad(x, [be.empty((2, 3))])
+    for method in (ad.get_grad_op_tree, ad.get_grad_tensor, ad.get_grad_asnumpyarray):
+        with pytest.raises(TypeError, match=r"with respect to Tensors, got neonlike\.optree\."
+                                            r"OpTreeNode"):
+            method([x * 1.0])
+        with pytest.raises(TypeError, match=r"with respect to Tensors, got numpy\.ndarray of "
+                                            r"shape \(2, 3\)"):
+            method([x.get()])
+
+
+UNUSED = r"Autodiff: tensor 'u' of shape \(4, 4\) does not appear in the op-tree"
+
+
+@pytest.mark.parametrize("method", ["get_grad_op_tree", "get_grad_tensor",
+                                    "get_grad_asnumpyarray", "back_prop_grad"])
+def test_an_unused_tensor_gets_zeros_and_a_warning_naming_it(be, method):
+    """neon returned `tensor * 0.` for a tensor the tree does not use, and its tests rely on it
+    (test_backend_autodiff.py's func_real never reads x0): zeros, with a warning (once per
+    Autodiff and tensor) that points at the caller."""
+    x = be.array(rand((2, 3)), name="x")
+    u = be.array(rand((4, 4), seed=1), name="u")
+    ad = Autodiff(x * 2.0, be)
+
+    def ask():
+        if method == "back_prop_grad":
+            bufs = [be.empty((2, 3)), be.empty((4, 4))]
+            ad.back_prop_grad([x, u], bufs)
+            return [b.get() for b in bufs]
+        got = getattr(ad, method)([x, u])
+        if method == "get_grad_op_tree":
+            trees, got = got, [be.empty(t.shape) for t in (x, u)]
+            got[0][:], got[1][:] = trees
+        return [g if isinstance(g, np.ndarray) else g.get() for g in got]
+
+    with pytest.warns(UnusedTensorWarning, match=UNUSED + r" \(neither it nor a view of it\): "
+                                                          r"its gradient is zeros") as caught:
+        got = ask()
+    assert len(caught) == 1 and caught[0].filename == __file__
+    np.testing.assert_array_equal(got[0], np.full((2, 3), 2.0))
+    np.testing.assert_array_equal(got[1], np.zeros((4, 4)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnusedTensorWarning)
+        ask()                                         # once per Autodiff and tensor
+    with pytest.warns(UnusedTensorWarning, match=UNUSED):
+        Autodiff(x * 3.0, be).get_grad_op_tree([u])   # a new Autodiff says it again
+
+
+def test_neon_func_real_leaves_x0_out(be):
+    """neon's test_backend_autodiff.py Funcs.func_real: x0 is asked about and not used."""
+    xs = [be.array(rand((2, 2), seed=i), name=f"x{i}") for i in range(5)]
+    x0, x1, x2, x3, x4 = xs
+    f = x1 + be.absolute(x2 + x3) + x4 - (x1 + be.square(x2 + x3) + x4)
+    with pytest.warns(UnusedTensorWarning, match=r"tensor 'x0' of shape \(2, 2\)"):
+        grads = Autodiff(f, be).get_grad_asnumpyarray(xs)
+    np.testing.assert_array_equal(grads[0], np.zeros((2, 2)))
+
+
+def test_a_cost_that_ignores_its_outputs_warns(be):
+    from neonlike.transforms.cost import Cost
+
+    class TargetsOnly(Cost):
+        def __call__(self, y, t):
+            return self.be.sum(t * t, axis=0)
+
+    y, t = be.array(rand((3, 4)), name="y"), be.array(rand((3, 4), seed=1), name="t")
+    with pytest.warns(UnusedTensorWarning, match=r"tensor 'y' of shape \(3, 4\)"):
+        g = TargetsOnly().bprop(y, t)
+    out = be.empty((3, 4))
+    out[:] = g
+    np.testing.assert_array_equal(out.get(), np.zeros((3, 4)))
+
+
+def _rows(*rows):
+    return np.array(rows, dtype=float)
+
+
+@pytest.mark.parametrize("tree, want", [
+    (lambda b, x: x[0] * 3.0, _rows([3, 3, 3], [0, 0, 0])),
+    (lambda b, x: x.T * 3.0, _rows([3, 3, 3], [3, 3, 3])),
+    (lambda b, x: x[:, 1:] + 1.0, _rows([0, 1, 1], [0, 1, 1])),
+    (lambda b, x: b.argmax(x, axis=1) * 1.0, np.zeros((2, 3))),   # read, with zero gradient
+    (lambda b, x: (x > 0) * 2.0, np.zeros((2, 3)))])
+def test_a_tensor_read_through_a_view_or_a_zero_gradient_op_is_used(be, tree, want):
+    x = be.array(rand((2, 3)), name="x")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnusedTensorWarning)
+        g = Autodiff(tree(be, x), be).get_grad_asnumpyarray([x])[0]
+    np.testing.assert_array_equal(g, want)
 
 
 # ---------------------------------------------------------------- the DAG walk
@@ -466,6 +629,7 @@ def test_a_tree_of_the_same_structure_reuses_the_plan(be):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.filterwarnings("ignore::neonlike.backends.autodiff.UnusedTensorWarning")  # (x, x)
 @pytest.mark.parametrize("other", [
     lambda b, x, y: _grad_plan_tree(b, x, y, c=3.0),         # another constant
     lambda b, x, y: _grad_plan_tree(b, x, x),                 # one tensor in both places
@@ -534,7 +698,8 @@ def test_a_deep_shared_chain_replays_linearly(be):
 # ---------------------------------------------------------------- views, through the layout hook
 def test_views_that_do_not_overlap_give_nothing(be):
     x = be.array(rand((2, 3), seed=61))
-    g = Autodiff(x[1] * 3.0, be).get_grad_asnumpyarray([x[0]])[0]
+    with pytest.warns(UnusedTensorWarning, match=r"shape \(1, 3\) does not appear"):
+        g = Autodiff(x[1] * 3.0, be).get_grad_asnumpyarray([x[0]])[0]
     np.testing.assert_array_equal(g, np.zeros((1, 3)))
     g = Autodiff(x * 3.0, be).get_grad_asnumpyarray([x[0]])[0]   # a view asked about
     np.testing.assert_array_equal(g, np.full((1, 3), 3.0))

@@ -1,6 +1,6 @@
 """Autodiff over op-trees: gradients as op-trees, built by one reverse walk over the tree's DAG.
 
-    ad = Autodiff(f, be)                       # f: an op-tree (or a Tensor, or a number)
+    ad = Autodiff(f, be)                       # f: an op-tree or a Tensor; be: gen_backend(...)
     dx, dy = ad.get_grad_op_tree([x, y])       # op-trees: nothing has run yet
     gx = ad.get_grad_tensor([x])[0]            # executed into new tensors (fused kernels)
     ad.back_prop_grad([x], [gx_buffer])        # executed into buffers you own
@@ -16,12 +16,18 @@ How (neon's algorithm, without its failures):
   same fused kernels, and Autodiff of a gradient gives second derivatives.
 - Ops whose derivative is zero almost everywhere (comparisons, sign, rounding, argmax, onehot)
   contribute nothing; an op without a rule raises NotImplementedError naming it.
+- What cannot be differentiated is refused by name: an op_tree that is not an op-tree or a Tensor
+  and a `be` that is not a backend (TypeError). A tensor the tree does not read gets zeros, as in
+  neon (whose tests rely on it), with an UnusedTensorWarning naming it.
 """
 from __future__ import annotations
 
 import contextlib
 import functools
 import math
+import sys
+import types
+import warnings
 from collections import OrderedDict
 from typing import Any, Callable, Iterator, Sequence
 
@@ -30,6 +36,7 @@ import numpy as np
 from ..ops import LN2, OP_INFO, SAFELOG_MIN, Kind, Op
 from ..optree import OpTreeNode, Operators, build, shape_of, trusted_node
 from ..optree import dag_postorder as _dag_postorder
+from ..tensor import Tensor
 
 Grad = Any  # an op-tree, a Tensor or a Python number
 
@@ -94,6 +101,8 @@ def unbroadcast(g: Grad, shape: tuple, logical: tuple) -> Grad:
     if not _num(g) and len(shape_of(g)) != len(shape):
         if math.prod(shape_of(g)) == math.prod(shape):
             g = build(Op.RESHAPE, g, None, newshape=tuple(shape))
+        elif len(shape_of(g)) > len(shape):   # smaller, of higher rank: its extra axes are 1
+            g = build(Op.RESHAPE, g, None, newshape=tuple(shape_of(g)[-len(shape):]))
         # else: g is smaller than `shape` and broadcasts to it
     return g
 
@@ -633,15 +642,68 @@ def _on(be: Any) -> Iterator[None]:
         _BACKEND[0] = old
 
 
+class UnusedTensorWarning(UserWarning):
+    """A gradient was asked for a tensor the op-tree does not read: it is zeros."""
+
+
+def _describe(x: Any) -> str:
+    """What an argument is, for an error message: its type (a numpy array's shape too)."""
+    if isinstance(x, np.ndarray):
+        return f"numpy.ndarray of shape {x.shape}"
+    if isinstance(x, types.ModuleType):
+        return f"the module {x.__name__}"
+    if isinstance(x, type):
+        return f"the class {x.__module__}.{x.__qualname__}"
+    t = type(x)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def _label(t: Any) -> str:
+    return f"tensor {t.name!r} of shape {t.shape}" if t.name else \
+        f"an unnamed tensor of shape {t.shape}"
+
+
+def _outside() -> int:
+    """The stacklevel of the first caller outside this module (where a warning should point)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _check_tensors(tensors: Any) -> list:
+    if isinstance(tensors, Operators):
+        raise TypeError(f"Autodiff: pass a list of Tensors, got a single {_describe(tensors)}")
+    tensors = list(tensors)
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"Autodiff: gradients are taken with respect to Tensors, got "
+                            f"{_describe(t)}")
+    return tensors
+
+
 class Autodiff:
-    """neon's Autodiff: gradients of `op_tree` with respect to tensors, as op-trees.
+    """neon's Autodiff: gradients of `op_tree` (an OpTreeNode or a Tensor) with respect to
+    tensors, as op-trees, on the backend `be` (from gen_backend).
 
     next_error: the gradient flowing into op_tree (a Tensor or op-tree of op_tree's shape, or a
     number); None means ones. Trees of one structure share one gradient plan (PLAN_STATS).
     """
 
     def __init__(self, op_tree: Any, be: Any, next_error: Any = None) -> None:
-        shape = shape_of(op_tree) if isinstance(op_tree, Operators) else (1, 1)
+        from .backend import Backend
+        if not isinstance(op_tree, (OpTreeNode, Tensor)):
+            hint = ""
+            if isinstance(op_tree, np.ndarray):
+                hint = "; put an array on the backend with be.array(...)"
+            elif isinstance(op_tree, (int, float, np.number)):
+                hint = "; a number has no gradient with respect to any tensor"
+            raise TypeError(f"Autodiff: op_tree must be an OpTreeNode or a Tensor, got "
+                            f"{_describe(op_tree)}{hint}")
+        if not isinstance(be, Backend):
+            raise TypeError(f"Autodiff: be must be a backend from gen_backend(...) (an instance "
+                            f"of neonlike.backends.backend.Backend), got {_describe(be)}")
+        shape = shape_of(op_tree)
         if next_error is not None and not _num(next_error):
             if not isinstance(next_error, Operators):
                 raise TypeError(f"Autodiff: next_error must be a Tensor, an op-tree or a number, "
@@ -651,16 +713,49 @@ class Autodiff:
                                  f"got {shape_of(next_error)}")
         self.op_tree, self.be, self.next_error = op_tree, be, next_error
         self.dtype = be.default_dtype
+        self._reads: dict | None = None   # id -> every Tensor the tree reads (made when needed)
+        self._warned: dict = {}           # id -> Tensor already warned about by this Autodiff
         with _on(be):
             self._leaves = leaf_gradients(op_tree, 1.0 if next_error is None else next_error)
 
+    def _reads_tensor(self, t: Any) -> bool:
+        """Whether the tree reads `t` or a view sharing an element with it (through any op, the
+        ones with zero gradient too)."""
+        if self._reads is None:
+            root = self.op_tree
+            reads = {id(root): root} if isinstance(root, Tensor) else {}
+            if isinstance(root, OpTreeNode):
+                for _, x, y in _dag_postorder(root):
+                    reads.update((id(c), c) for c in (x, y) if isinstance(c, Tensor))
+            self._reads = reads
+        if id(t) in self._reads:
+            return True
+        for v in self._reads.values():
+            if v._original_base is t._original_base:
+                try:
+                    if _gather_index(_view_detail(v, t)) is not None:
+                        return True
+                except NotImplementedError:   # the device cannot say: assume they overlap
+                    return True
+        return False
+
+    def _unused(self, t: Any) -> None:
+        """Warn, once per Autodiff and tensor, that `t`'s gradient is zeros because the tree does
+        not read it (neon returned zeros silently; PyTorch raises)."""
+        if id(t) in self._warned or self._reads_tensor(t):
+            return
+        self._warned[id(t)] = t
+        warnings.warn(f"Autodiff: {_label(t)} does not appear in the op-tree (neither it nor a "
+                      f"view of it): its gradient is zeros", UnusedTensorWarning,
+                      stacklevel=_outside())
+
     def get_grad_op_tree(self, tensors: Sequence[Any]) -> list:
-        """One gradient op-tree per tensor, of the tensor's shape; `tensor * 0.` for a tensor
-        the tree does not use (as neon). A leaf that is a view of a tensor asked about (x[0],
-        x.T) gives its gradient in the view's place."""
+        """One gradient op-tree per tensor, of the tensor's shape. A leaf that is a view of a
+        tensor asked about (x[0], x.T) gives its gradient in the view's place. A tensor the tree
+        does not read gets `tensor * 0.` (as neon) and an UnusedTensorWarning naming it."""
         out = []
         with _on(self.be):
-            for t in tensors:
+            for t in _check_tensors(tensors):
                 entry = self._leaves.get(id(t))
                 g = None if entry is None else _full_shape(entry[1], t.shape)
                 for v, gv in self._leaves.values():
@@ -669,11 +764,14 @@ class Autodiff:
                     e = _embed(_full_shape(gv, v.shape), v, t)
                     if e is not None:
                         g = e if g is None else add(g, e)
+                if g is None:
+                    self._unused(t)
                 out.append(build(Op.MUL, t, 0.0) if g is None else g)
         return out
 
     def get_grad_tensor(self, tensors: Sequence[Any]) -> list:
         """The gradients executed into new tensors."""
+        tensors = _check_tensors(tensors)
         grads = self.get_grad_op_tree(tensors)
         out = []
         for t, g in zip(tensors, grads):
@@ -687,6 +785,7 @@ class Autodiff:
 
     def back_prop_grad(self, tensors: Sequence[Any], gradients: Sequence[Any]) -> None:
         """Execute each gradient into the matching preallocated buffer."""
+        tensors, gradients = _check_tensors(tensors), list(gradients)
         if len(tensors) != len(gradients):
             raise ValueError(f"back_prop_grad: {len(tensors)} tensors but {len(gradients)} buffers")
         for t, buf in zip(tensors, gradients):
@@ -703,8 +802,8 @@ class Autodiff:
             buf[:] = g
 
     def cleanup(self) -> None:
-        self._leaves = {}
+        self._leaves, self._reads, self._warned = {}, None, {}
 
 
-__all__ = ["Autodiff", "RULES", "gradients", "leaf_gradients", "unbroadcast", "clear_plans",
-           "PLAN_STATS"]
+__all__ = ["Autodiff", "UnusedTensorWarning", "RULES", "gradients", "leaf_gradients", "unbroadcast",
+           "clear_plans", "PLAN_STATS"]
