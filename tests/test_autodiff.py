@@ -672,7 +672,7 @@ def test_the_memo_is_bounded_and_keeps_no_tensor_alive(be, monkeypatch):
     import weakref
     from neonlike.backends import autodiff
     autodiff.clear_plans()
-    monkeypatch.setattr(autodiff, "PLANS_MAX", 4)
+    monkeypatch.setattr(autodiff._PLANS, "maxsize", 4)
     refs = []
     for n in range(1, 10):
         x, w = be.array(rand((2, n), seed=n)), be.array(rand((2, n), seed=n + 1))

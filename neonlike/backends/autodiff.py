@@ -23,16 +23,15 @@ How (neon's algorithm, without its failures):
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import sys
 import types
 import warnings
-from collections import OrderedDict
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+from ..memo import Memo
 from ..ops import LN2, OP_INFO, SAFELOG_MIN, Kind, Op
 from ..optree import OpTreeNode, Operators, build, shape_of, trusted_node
 from ..optree import dag_postorder as _dag_postorder
@@ -188,15 +187,15 @@ def _extreme(op: Op) -> Rule:
     return rule
 
 
-_CONSTANTS: dict = {}      # (id(backend), kind, shape, detail) -> Tensor
-_CONSTANT_KEYS: dict = {}  # id(Tensor) -> (kind, shape, detail): how a plan names a constant
+_CONSTANTS = Memo("autodiff.constants", 64)  # (id(backend), kind, shape, detail) -> Tensor
 _MAKERS: dict = {}         # kind -> detail-taking maker of its values
 _BACKEND: list = [None]    # the backend of the Autodiff being built (constants live on it)
 
 
 def _constant(kind: str, shape: tuple, detail: Any) -> Any:
     """A constant tensor (ones, positions) on the current Autodiff's backend, made once per
-    (backend, kind, shape, detail) and kept (at most 64; a tensor keeps its backend alive)."""
+    (backend, kind, shape, detail) and kept (at most 64; a tensor keeps its backend alive); it
+    carries `_constant_key`, (kind, shape, detail), by which a gradient plan names it."""
     be = _BACKEND[0]
     if be is None:
         from .. import NervanaObject
@@ -205,12 +204,9 @@ def _constant(kind: str, shape: tuple, detail: Any) -> Any:
     t = _CONSTANTS.get(key)
     if t is None:
         values = _MAKERS[kind](shape, detail)
-        if len(_CONSTANTS) >= 64:
-            _CONSTANTS.clear()
-            _CONSTANT_KEYS.clear()
-        t = _CONSTANTS[key] = be.array(values, dtype=np.float32 if values.size < 2 ** 24
-                                       else np.float64)
-        _CONSTANT_KEYS[id(t)] = (kind, shape, detail)
+        t = _CONSTANTS.put(key, be.array(values, dtype=np.float32 if values.size < 2 ** 24
+                                         else np.float64))
+        t._constant_key = (kind, shape, detail)
     return t
 
 
@@ -409,10 +405,18 @@ def _addresses(layout: tuple, shape: tuple) -> np.ndarray:
     return addr.ravel()
 
 
-@functools.lru_cache(maxsize=64)
+_GATHER = Memo("autodiff.gather_index", 64)
+
+
 def _gather_index(detail: tuple) -> np.ndarray | None:
     """For each element of the tensor (C order), the flat index of the view's element at the same
     address, or the view's size where there is none; None where they share no element."""
+    if detail in _GATHER:
+        return _GATHER[detail]
+    return _GATHER.put(detail, _gather(detail))
+
+
+def _gather(detail: tuple) -> np.ndarray | None:
     view_shape, view_layout, shape, layout = detail
     view, mine = _addresses(view_layout, view_shape), _addresses(layout, shape)
     order = np.argsort(view, kind="stable")
@@ -501,9 +505,9 @@ def gradients(root: Any, seed: Grad, nodes: list | None = None) -> dict:
 # post-order position), its tensors ("t", first-use order), the seed ("e"), earlier tape entries
 # ("g"), constants by kind ("k") or numbers. A later tree with the same key (ops, attrs, shapes,
 # constants, which operand is which node or tensor; tensors' shapes and dtypes) replays the tape
-# over its own nodes and tensors. Plans hold no tensor; at most PLANS_MAX are kept (LRU).
+# over its own nodes and tensors. Plans hold no tensor; at most PLANS_MAX are kept.
 PLANS_MAX = 256
-_PLANS: OrderedDict = OrderedDict()
+_PLANS = Memo("autodiff.plans", PLANS_MAX)
 PLAN_STATS = {"hits": 0, "misses": 0, "unplanned": 0}
 
 
@@ -560,7 +564,7 @@ def _record(leaves: dict, nodes: list, tensors: list, seed: Grad) -> tuple:
         r = refs.get(id(x)) or made.get(id(x))
         if r is not None:
             return r
-        kind = _CONSTANT_KEYS.get(id(x))
+        kind = getattr(x, "_constant_key", None)
         if kind is not None and _CONSTANTS.get((id(be), *kind)) is x:
             return ("k", *kind)
         raise _Unplannable(type(x).__name__)
@@ -611,7 +615,6 @@ def leaf_gradients(root: Any, seed: Grad) -> dict:
         return gradients(root, seed)
     if plan is not None:
         PLAN_STATS["hits"] += 1
-        _PLANS.move_to_end(key)
         return _replay(plan, nodes, tensors, seed)
     PLAN_STATS["misses"] += 1
     leaves = gradients(root, seed, nodes)
@@ -620,9 +623,7 @@ def leaf_gradients(root: Any, seed: Grad) -> dict:
     except _Unplannable:
         PLAN_STATS["unplanned"] += 1
         return leaves
-    _PLANS[key] = plan
-    if len(_PLANS) > PLANS_MAX:
-        _PLANS.popitem(last=False)
+    _PLANS.put(key, plan)
     return leaves
 
 
