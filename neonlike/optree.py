@@ -165,80 +165,100 @@ class Tensor_:
 _BCAST: dict = {}
 _INFERRED: dict = {}   # (op, operand shape, keyword items) -> (shape, attrs, attr items) of reductions
 _new_opdict, _dict_update = dict.__new__, dict.update   # an OpDict without its guarded __init__
-_ELEMENTWISE = {op: info.arity for op, info in OP_INFO.items() if info.kind is Kind.ELEMENTWISE
-                and info.infer in (_OPS._same, _OPS._broadcast)}
+_make_node = tuple.__new__
 
 
-def _build_elementwise(op: Op, arity: int, a: Any, b: Any) -> Any:
-    """build() for elementwise ops with no keywords, operands Tensors, trees made by build() or
-    Python numbers: the hot path of every statement, so written out flat. None for anything else
-    (the general build() then checks and reports)."""
-    t = type(a)
-    if t is OpTreeNode:
-        d = a[0]
-        sa = d["shape"]
-        try:
-            ka, la, ca = d.sid, d.leaves, d.consts
-        except AttributeError:
-            return None
-    elif t is float or t is int:
-        sa, ka, la, ca = None, "c", (), (float(a),)
-    elif isinstance(a, Tensor_):
-        sa = a.shape
-        try:
-            ka = a._token
-        except AttributeError:
-            ka = tensor_token(a)
-        la, ca = (a,), ()
-    else:
-        return None
-    if arity == 1:
-        if b is not None:
-            return None
-        shape = sa or (1, 1)
-        kb, lb, cb = False, (), ()
-    else:
-        t = type(b)
+def elementwise_maker(op: Op, swap: bool = False, fallback: Any = None) -> Any:
+    """`make(x, y)`: an `op` node on the hot path of every statement (operands Tensors, trees
+    made by build() or Python numbers, no keywords), written out flat: one frame per node.
+    Anything else goes to `fallback(x, y)`, the general path that checks and reports, or gives
+    None where there is none. `swap` makes the node of (y, x): the reflected operators."""
+    unary = OP_INFO[op].arity == 1
+
+    def make(x: Any, y: Any = None) -> Any:
+        if swap:
+            a, b = y, x
+        else:
+            a, b = x, y
+        # NOTE: the two operands are classified by the same lines, written twice: a helper
+        # would cost a call per operand on every node
+        t = type(a)
         if t is OpTreeNode:
-            d = b[0]
-            sb = d["shape"]
+            d = a[0]
             try:
-                kb, lb, cb = d.sid, d.leaves, d.consts
-            except AttributeError:
-                return None
-        elif t is float or t is int:
-            sb, kb, lb, cb = None, "c", (), (float(b),)
-        elif isinstance(b, Tensor_):
-            sb = b.shape
+                sa, ka, la, ca = d["shape"], d.sid, d.leaves, d.consts
+            except AttributeError:     # a node made without build(): no structure to extend
+                return None if fallback is None else fallback(x, y)
+        elif t is float:
+            sa, ka, la, ca = None, "c", (), (a,)
+        elif t is int:
             try:
-                kb = b._token
+                sa, ka, la, ca = None, "c", (), (float(a),)
+            except OverflowError:
+                return None if fallback is None else fallback(x, y)
+        elif isinstance(a, Tensor_):
+            sa, la, ca = a.shape, (a,), ()
+            try:
+                ka = a._token
             except AttributeError:
-                kb = tensor_token(b)
-            lb, cb = (b,), ()
+                ka = tensor_token(a)
         else:
-            return None
-        if sa == sb or sb is None:
-            shape = sa or (1, 1)
-        elif sa is None:
-            shape = sb
+            return None if fallback is None else fallback(x, y)
+        if unary:
+            if b is not None:
+                return None if fallback is None else fallback(x, y)
+            shape, kb, leaves, consts = sa or (1, 1), False, la, ca
         else:
-            shape = _broadcast2(sa, sb, op)
-    d = _new_opdict(OpDict)
-    _dict_update(d, op=op, shape=shape)
-    leaves = la + lb if lb else la
-    consts = ca + cb if cb else ca
-    if ka is None or kb is None or len(leaves) + len(consts) > LEAVES_MAX:
-        d.sid, d.leaves, d.consts = None, (), ()
-    else:
-        d.leaves, d.consts = leaves, consts
-        key = (op, None, ka, kb)
-        sid = _STRUCTS.get(key)
-        if sid is None:
-            if len(_STRUCTS) >= _STRUCTS_MAX:
-                _STRUCTS.clear()
-            sid = _STRUCTS[key] = next(_next_sid)
-        d.sid = sid
-    return tuple.__new__(OpTreeNode, (d, a, b))
+            t = type(b)
+            if t is OpTreeNode:
+                d = b[0]
+                try:
+                    sb, kb, lb, cb = d["shape"], d.sid, d.leaves, d.consts
+                except AttributeError:
+                    return None if fallback is None else fallback(x, y)
+            elif t is float:
+                sb, kb, lb, cb = None, "c", (), (b,)
+            elif t is int:
+                try:
+                    sb, kb, lb, cb = None, "c", (), (float(b),)
+                except OverflowError:
+                    return None if fallback is None else fallback(x, y)
+            elif isinstance(b, Tensor_):
+                sb, lb, cb = b.shape, (b,), ()
+                try:
+                    kb = b._token
+                except AttributeError:
+                    kb = tensor_token(b)
+            else:
+                return None if fallback is None else fallback(x, y)
+            if sa == sb or sb is None:
+                shape = sa or (1, 1)
+            elif sa is None:
+                shape = sb
+            else:
+                shape = _broadcast2(sa, sb, op)
+            leaves = la + lb if lb else la
+            consts = ca + cb if cb else ca
+        d = _new_opdict(OpDict)
+        _dict_update(d, op=op, shape=shape)
+        if ka is None or kb is None or len(leaves) + len(consts) > LEAVES_MAX:
+            d.sid, d.leaves, d.consts = None, (), ()
+        else:
+            d.leaves, d.consts = leaves, consts
+            key = (op, None, ka, kb)
+            sid = _STRUCTS.get(key)
+            if sid is None:
+                if len(_STRUCTS) >= _STRUCTS_MAX:
+                    _STRUCTS.clear()
+                sid = _STRUCTS[key] = next(_next_sid)
+            d.sid = sid
+        return _make_node(OpTreeNode, (d, a, b))
+    make.__name__ = f"make_{op.value}"
+    return make
+
+
+_MAKERS = {op: elementwise_maker(op) for op, info in OP_INFO.items()
+           if info.kind is Kind.ELEMENTWISE and info.infer in (_OPS._same, _OPS._broadcast)}
 
 
 def trusted_node(op: Op, shape: tuple, items: tuple | None, a: Any, b: Any) -> Any:
@@ -254,9 +274,9 @@ def build(op: Any, a: Any, b: Any, out: Any = None, **kwargs: Any) -> Any:
     """Check operands, infer the shape and make a node; `assign` (or `out=`) executes it at once."""
     op = op if type(op) is Op else as_op(op)
     if out is None and not kwargs:
-        arity = _ELEMENTWISE.get(op)
-        if arity is not None:
-            node = _build_elementwise(op, arity, a, b)
+        make = _MAKERS.get(op)
+        if make is not None:
+            node = make(a, b)
             if node is not None:
                 return node
     elif out is None and b is None and isinstance(a, Operators):
@@ -345,14 +365,9 @@ def _leaf_str(x: Any) -> str:
 
 
 def _binary(op: Op, reflected: bool = False) -> Any:
-    elementwise = OP_INFO[op].kind is Kind.ELEMENTWISE
-
+    """The operator method of `op` (the reflected one with `reflected`): the flat elementwise
+    maker first where `op` has one, then the general checks and build()."""
     def method(self: Any, other: Any) -> Any:
-        if elementwise:
-            node = _build_elementwise(op, 2, other, self) if reflected else \
-                _build_elementwise(op, 2, self, other)
-            if node is not None:
-                return node
         if not isinstance(other, (Operators, int, float)):
             if isinstance(other, np.ndarray) and other.ndim > 0:
                 raise TypeError(f"{op}: cannot combine a {type(self).__name__} with a numpy array "
@@ -366,7 +381,11 @@ def _binary(op: Op, reflected: bool = False) -> Any:
                 return NotImplemented
         return build(op, other, self) if reflected else build(op, self, other)
     method.__name__ = f"__{'r' if reflected else ''}{op.value}__"
-    return method
+    if op not in _MAKERS:
+        return method
+    fast = elementwise_maker(op, swap=reflected, fallback=method)
+    fast.__name__ = method.__name__
+    return fast
 
 
 def _equality(op: Op) -> Any:
@@ -409,11 +428,11 @@ class Operators:
     __gt__, __ge__ = _binary(Op.GT), _binary(Op.GE)
 
     def __neg__(self) -> OpTreeNode:
-        node = _build_elementwise(Op.NEG, 1, self, None)
+        node = _MAKERS[Op.NEG](self)
         return node if node is not None else build(Op.NEG, self, None)
 
     def __abs__(self) -> OpTreeNode:
-        node = _build_elementwise(Op.ABS, 1, self, None)
+        node = _MAKERS[Op.ABS](self)
         return node if node is not None else build(Op.ABS, self, None)
 
     def __invert__(self) -> OpTreeNode:

@@ -16,8 +16,8 @@ from .. import shapes as S
 from ..dtypes import SUPPORTED, as_dtype, cast_for_store
 from ..memo import Memo
 from ..ops import OP_INFO, Kind, Op
-from ..optree import (OpDict, OpTreeNode, Operators, _build_elementwise, _dict_update, _new_opdict,
-                      build, shape_of)
+from ..optree import (_MAKERS, OpDict, OpTreeNode, Operators, _dict_update, _new_opdict, build,
+                      shape_of)
 from ..tensor import Tensor
 
 __all__ = ["Backend", "Tensor", "OpTreeNode"]
@@ -376,9 +376,11 @@ class Backend:
 # ---------------------------------------------------------------- functions generated from OP_INFO
 
 def _unary(op: Op) -> Any:
+    make = _MAKERS[op]
+
     def fn(self: Backend, a: Any, out: Any = None) -> Any:
         if out is None:
-            node = _build_elementwise(op, 1, a, None)
+            node = make(a)
             if node is not None:
                 return node
         return build(op, a, None, out=out)
@@ -387,9 +389,11 @@ def _unary(op: Op) -> Any:
 
 
 def _binary(op: Op) -> Any:
+    make = _MAKERS[op]
+
     def fn(self: Backend, a: Any, b: Any, out: Any = None) -> Any:
         if out is None:
-            node = _build_elementwise(op, 2, a, b)
+            node = make(a, b)
             if node is not None:
                 return node
         return build(op, a, b, out=out)
