@@ -141,6 +141,30 @@ def walk(out: Any, value: Any) -> tuple:
     return tuple(key), tensors, consts, nodes
 
 
+def const_order(value: Any) -> list:
+    """For each constant of `value` in tree order (as a node's interned `consts` lists them: a
+    shared subtree's constants once per occurrence), its number in walk()'s order (a shared
+    subtree's constants numbered once). `u = x * 2.0; u + u` gives [0, 0]."""
+    numbers: dict[int, list] = {}        # id(node) -> its constants' walk() numbers, tree order
+    const_number: dict[tuple, int] = {}  # (id(parent), side) -> a constant's walk() number
+    stack: list = [(value, None, 0, False)]
+    while stack:                         # walk()'s traversal, so the numbering is walk()'s
+        x, parent, side, done = stack.pop()
+        if isinstance(x, OpTreeNode):
+            if done:
+                numbers[id(x)] = [k for i in (1, 2) for k in (
+                    numbers[id(x[i])] if isinstance(x[i], OpTreeNode) else
+                    (const_number[(id(x), i)],) if (id(x), i) in const_number else ())]
+            elif id(x) not in numbers:
+                stack.append((x, parent, side, True))
+                for i in (2, 1):
+                    if x[i] is not None:
+                        stack.append((x[i], x, i, False))
+        elif not isinstance(x, Operators):
+            const_number[(id(parent), side)] = len(const_number)
+    return numbers[id(value)]
+
+
 class _Planner:
     """Lowers one tree into stages (runs once per signature)."""
 

@@ -56,12 +56,6 @@ class KernelCache:
             self.stats["misses"] += 1
             self._entries.put(key, entry)
 
-    def alias(self, key: Any, entry: Any) -> None:
-        """Also file `entry` under a second key (a faster-to-compute key of the same structure);
-        not a miss."""
-        with self._lock:
-            self._entries.put(key, entry)
-
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()

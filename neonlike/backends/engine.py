@@ -1,13 +1,14 @@
 """The execute pipeline, written once for every device: `out[:] = tree` -> key -> program -> run.
 
     Engine.execute(out, value)
-      -> fast key: the tree's interned structure id (optree._intern, made while the tree was
-         built) + which leaves are the same tensor + the output's token; no walk. A cached
-         program with a `fast` runner runs at once.
-      -> plan.walk: the full signature, the tensors, constants and nodes of this call
+      -> fast key: the tree's interned structure id (optree, made while the tree was built) +
+         which leaves are the same tensor + the output's slot and token; no walk. A runner
+         filed under it (a program's `fast`) runs at once.
+      -> plan.walk (counted in `stats`): the full signature, the tensors, constants and nodes
       -> a miss: the first `jit_after - 1` runs of a structure are interpreted (the numpy
          reference, no compile wait for one-off trees); then the device compiles a Program
-         (plan, render, compile, load) and the engine caches it under both keys
+         (plan, render, compile, load) and the engine caches it by signature, and its runner
+         by the fast key
       -> empty tensors go to the reference interpreter (no kernel handles a zero size)
       -> program.run(out, tensors, consts, nodes)
 
@@ -19,6 +20,7 @@ launching are the device's; this module imports no device library.
 """
 from __future__ import annotations
 
+import math
 import os
 from typing import Any, Callable
 
@@ -48,29 +50,45 @@ class Engine:
         self.name, self.compile, self.programs = name, compile, programs
         self.jit_after = jit_after
         self.seen = Memo(f"{name}.runs_before_compile", 8192)
+        self.runners = Memo(f"{name}.fast_runners", 4096)   # fast key -> runner
+        # statements that took the walk (the fast path keeps no count: it is the hot path)
+        self.stats = {"walks": 0, "interpreted": 0}
 
     def execute(self, out: Any, value: Any) -> None:
         """out[:] = value (an op-tree, a Tensor or a number)."""
         d = value[0] if isinstance(value, OpTreeNode) else None
-        sid = getattr(d, "sid", None)
+        try:
+            sid = d.sid
+        except AttributeError:
+            sid = None
         key = None
         if sid is not None and not DEBUG:
             # the tree's structure was interned while it was built: its key needs no walk, only
             # which leaves are the same tensor (and whether the output is one of them)
-            slots: dict = {}
-            tensors: list = []
-            pattern = []
-            for t in d.leaves:
-                slot = slots.get(id(t))
-                if slot is None:
-                    slot = slots[id(t)] = len(tensors)
-                    tensors.append(t)
-                pattern.append(slot)
-            key = (sid, tuple(pattern), slots.get(id(out), -1), tensor_token(out))
-            program = self.programs.get(key)
-            if program is not None and program.fast is not None and \
-                    program.fast(out, tensors, d.consts):
+            # NOTE: Tensors hash and compare as objects here (a dict never calls == between two
+            # distinct tensors: their hashes differ), so no tree is built
+            leaves = d.leaves
+            first = dict.fromkeys(leaves)    # the tensors in first-occurrence (slot) order
+            n = len(first)
+            if n == len(leaves):             # every leaf a different tensor: 0, 1, .., n-1
+                pattern, tensors = None, leaves
+                slot = _position(leaves, out) if out in first else -1
+            elif n == 1:                     # one tensor
+                pattern, tensors = 0, leaves[:1]
+                slot = 0 if out in first else -1
+            else:
+                slots = dict(zip(first, range(n)))
+                pattern, tensors = tuple(map(slots.__getitem__, leaves)), tuple(first)
+                slot = slots.get(out, -1)
+            try:
+                token = out._token
+            except AttributeError:
+                token = tensor_token(out)
+            key = (sid, pattern, slot, token)
+            fast = self.runners.get(key)
+            if fast is not None and fast(out, tensors, d.consts):
                 return
+        self.stats["walks"] += 1
         walk_key, tensors, consts, nodes = P.walk(out, value)
         program = self.programs.get(walk_key)
         if DEBUG:
@@ -79,6 +97,7 @@ class Engine:
                   f"{out.name or 'out'}[:] = {pp}"
                   + (" (cache hit)" if program is not None and DEBUG >= 2 else ""))
         if program is None and self._interpret_first(walk_key):
+            self.stats["interpreted"] += 1
             out._store(reference.evaluate(value, reference.tree_dtype(out, value)))
             return
         if program is None:
@@ -86,8 +105,11 @@ class Engine:
             for observe in PLAN_OBSERVERS:
                 observe(program.plan, tensors, out, nodes, program.dtype)
             self.programs.put(walk_key, program)
-        if key is not None:
-            self.programs.alias(key, program)
+        if key is not None and program.fast is not None:
+            runner = program.fast
+            if len(consts) != len(d.consts):   # a shared subtree holds constants
+                runner = _shared_constants(runner, P.const_order(value))
+            self.runners.put(key, runner)
         if out.size == 0 or any(t.size == 0 for t in tensors) or any(0 in n.shape for n in nodes):
             out._store(reference.evaluate(value, program.dtype))
             return
@@ -103,6 +125,34 @@ class Engine:
             return False
         self.seen.put(key, n)
         return True
+
+
+def _position(leaves: tuple, t: Any) -> int:
+    for i, x in enumerate(leaves):
+        if x is t:
+            return i
+    return -1
+
+
+def _shared_constants(fast: Callable[..., bool], order: list) -> Callable[..., bool]:
+    """`fast` for trees whose shared subtrees hold constants. The node's constants list a shared
+    subtree's once per occurrence and the program numbers them once (walk()'s order: `order`
+    gives each one's number). The fast key does not see sharing (`s*2.0 + s*3.0` and
+    `u + u` with `u = s*2.0` have one key), so the constants a shared program reads once must be
+    equal in this tree; where they are not, the walk decides."""
+    first: dict = {}
+    for pos, k in enumerate(order):
+        first.setdefault(k, pos)
+    picks = [first[k] for k in range(len(first))]
+    repeats = [(pos, first[k]) for pos, k in enumerate(order) if pos != first[k]]
+
+    def runner(out: Any, tensors: Any, consts: tuple) -> bool:
+        for i, j in repeats:
+            a, b = consts[i], consts[j]
+            if a is not b and not (a == b and math.copysign(1.0, a) == math.copysign(1.0, b)):
+                return False
+        return fast(out, tensors, [consts[i] for i in picks])
+    return runner
 
 
 __all__ = ["Engine", "PLAN_OBSERVERS", "jit_after_default"]

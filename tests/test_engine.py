@@ -1,0 +1,128 @@
+"""The engine's fast path (backends/engine.py): a statement whose structure was interned while
+its tree was built runs without a walk, shared subtrees holding constants included, and a
+program planned for a shared tree never runs a tree that only looks like it.
+
+Counters only: `ENGINE.stats["walks"]` counts the statements that took the walk."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from neonlike import plan as P  # noqa: E402
+from neonlike.backends import Autodiff  # noqa: E402
+from neonlike.backends.cpu import program as fused_cpu  # noqa: E402
+
+ENGINE = fused_cpu.ENGINE
+
+
+def data(shape, seed=0, lo=0.5, hi=2.0):
+    return np.random.default_rng(seed).uniform(lo, hi, shape).astype(np.float32)
+
+
+def walks_of(run, times=4):
+    """Walks taken by `run()` on its later calls (its first runs may compile)."""
+    run()
+    run()
+    before = ENGINE.stats["walks"]
+    for _ in range(times):
+        run()
+    return ENGINE.stats["walks"] - before
+
+
+def test_statement_takes_the_fast_path(cpu):
+    s, o = cpu.array(data((10, 10))), cpu.empty((10, 10))
+
+    def run():
+        o[:] = cpu.tanh(s * 2.0 + 1.0) * s - s
+    assert walks_of(run) == 0
+    x = s.get()
+    np.testing.assert_allclose(o.get(), np.tanh(x * 2 + 1) * x - x, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("pattern", ["distinct", "same", "mixed", "output in"])
+def test_leaf_patterns_take_the_fast_path(cpu, pattern):
+    a, b, o = cpu.array(data((4, 5))), cpu.array(data((4, 5), 1)), cpu.array(data((4, 5), 2))
+    x, y, z0 = a.get(), b.get(), o.get()
+    z = z0.copy()
+
+    def run():
+        nonlocal z
+        if pattern == "distinct":
+            o[:] = a * b + 1.0
+            z = x * y + 1
+        elif pattern == "same":
+            o[:] = a * a + a
+            z = x * x + x
+        elif pattern == "mixed":
+            o[:] = a * b - a / b + b
+            z = x * y - x / y + y
+        else:
+            o[:] = o * 0.5 + a
+            z = z * np.float32(0.5) + x
+    assert walks_of(run) == 0
+    np.testing.assert_allclose(o.get(), z, rtol=1e-5)
+
+
+def test_autodiff_gradients_take_the_fast_path(cpu):
+    """Gradient trees share subtrees (`b + 1` below is read by two terms) whose constants the
+    tree's interned constants list once per occurrence."""
+    A, B, C, D = (cpu.array(data((8, 8), seed)) for seed in range(4))
+    grads = [cpu.empty((8, 8)) for _ in range(4)]
+    f = ((A * B + C) * D - A / (B + 1)) * cpu.exp(-C * C) + cpu.sqrt(abs(D))
+    trees = Autodiff(f, cpu).get_grad_op_tree([A, B, C, D])
+    shared = [g for g in trees if len(P.walk(grads[0], g)[2]) != len(g[0].consts)]
+    assert shared, "no gradient tree shares a subtree holding a constant: the test tests nothing"
+
+    def run():
+        for g, out in zip(trees, grads):
+            out[:] = g
+    assert walks_of(run) == 0
+    a, b, c, d = (t.get().astype(np.float64) for t in (A, B, C, D))
+    e = np.exp(-c * c)
+    np.testing.assert_allclose(grads[1].get(), (a * d + a / (b + 1) ** 2) * e, rtol=1e-4)
+
+
+def test_a_shared_program_never_runs_a_lookalike(cpu):
+    """`u + u` (u = s * 2.0) and `s * 2.0 + s * 3.0` have one fast key; the program planned for
+    the first computes u once, so it may run a lookalike only where the constants agree."""
+    s, o = cpu.array(data((3, 4))), cpu.empty((3, 4))
+    x = s.get()
+    for _ in range(3):
+        u = s * 2.0
+        o[:] = u + u
+    np.testing.assert_allclose(o.get(), 4 * x, rtol=1e-6)
+    before = ENGINE.stats["walks"]
+    o[:] = s * 2.0 + s * 2.0             # equal constants: the shared program runs it
+    assert ENGINE.stats["walks"] == before
+    np.testing.assert_allclose(o.get(), 4 * x, rtol=1e-6)
+    o[:] = s * 2.0 + s * 3.0             # not equal: the walk decides (another program)
+    assert ENGINE.stats["walks"] == before + 1
+    np.testing.assert_allclose(o.get(), 5 * x, rtol=1e-6)
+
+
+def test_signed_zero_constants_are_not_equal(cpu):
+    """0.0 == -0.0, but 1/(s*0.0) and 1/(s*-0.0) differ: the shared program must not run."""
+    s, o = cpu.array(data((2, 3))), cpu.empty((2, 3))
+    for _ in range(3):
+        u = s * 0.0
+        o[:] = 1.0 / u + 1.0 / u
+    assert np.all(o.get() == np.inf)
+    o[:] = 1.0 / (s * 0.0) + 1.0 / (s * -0.0)
+    assert np.all(np.isnan(o.get()))
+
+
+def test_const_order():
+    from neonlike.backends import gen_backend
+    be = gen_backend("cpu")
+    x = be.array(np.ones((2, 2)))
+    u = x * 2.0
+    assert P.const_order(u + u) == [0, 0]
+    assert P.const_order(((u + 1.0) * 3.0) * u - u) == [0, 1, 2, 0, 0]
+    assert P.const_order(5.0 * (u + u)) == [0, 1, 1]
+    w = (x * 2.0 + 1.0) * (x * 2.0)    # equal structure, no sharing: numbered as listed
+    assert P.const_order(w) == [0, 1, 2]
+    for tree in (u + u, 5.0 * (u + u), w):
+        walked = P.walk(x, tree)[2]
+        assert [walked[k] for k in P.const_order(tree)] == list(tree[0].consts)
