@@ -60,6 +60,7 @@ def stage_kernels(out, tree, **options):
         if stage.kind is P.StageKind.FUSED:
             store = out.dtype if stage.out == plan.n_inputs else ctype
             kernels.append(RC.render(stage, meta, ctype.name, store, f"test/{i}", **options))
+            assert "$" not in kernels[-1].source, "a placeholder of kernels/ left unfilled"
     return kernels
 
 

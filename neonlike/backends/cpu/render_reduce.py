@@ -241,21 +241,18 @@ class _Context:
             src.add(f"rest //= dom[{k}]")
 
 
-def render_reductions(src: _Source, program: tuple, R: tuple, n: int, meta: dict, args: str,
-                      formats: dict, out_buf: int, stash_ok: bool) -> None:
-    """`kernel_serial` and `kernel_parallel` of a stage with reductions over axes R of the domain
-    `dom`, added to `src`. formats: Op -> format of its operands' variable names (elementwise ops);
-    stash_ok: the output is stored in the compute dtype (it may hold a pass's values)."""
-    ctx = _Context(src, program, R, n, meta, formats, out_buf, stash_ok)
-    for variant, parallel in (("serial", False), ("parallel", True)):
-        src.add(f'\n\n@njit(parallel={parallel}, cache=True, error_model="numpy")')
-        src.add(f"def kernel_{variant}({args}):")
-        src.depth = 1
-        if parallel and ctx.row_split:
+def render_reductions(serial: _Source, parallel: _Source, program: tuple, R: tuple, n: int,
+                      meta: dict, formats: dict, out_buf: int, stash_ok: bool) -> None:
+    """The bodies of `kernel_serial` and `kernel_parallel` (kernels/fused.py.tmpl) of a stage with
+    reductions over axes R of the domain `dom`, written into `serial` and `parallel`.
+    formats: Op -> format of its operands' variable names (elementwise ops); stash_ok: the output
+    is stored in the compute dtype (it may hold a pass's values)."""
+    for src, in_parallel in ((serial, False), (parallel, True)):
+        ctx = _Context(src, program, R, n, meta, formats, out_buf, stash_ok)
+        if in_parallel and ctx.row_split:
             _row_split(ctx)
         else:
-            _tiles(ctx, parallel)
-        src.depth = 0
+            _tiles(ctx, in_parallel)
 
 
 def _tiles(ctx: _Context, parallel: bool) -> None:
@@ -282,7 +279,7 @@ def _tiles(ctx: _Context, parallel: bool) -> None:
     else:
         src.add("for ch in range(1):")
         src.add("    nchunks = 1")
-    src.depth = 2
+    src.depth += 1
     for i in sorted(ctx.frontier):
         src.add(f"h{i} = np.empty({ctx.block}, dtype=F)")
     for r in ctx.red:
@@ -292,7 +289,7 @@ def _tiles(ctx: _Context, parallel: bool) -> None:
         if Op(ctx.program[r].op) in _ARG:
             src.add(f"i{r} = np.empty({ctx.block}, dtype=np.int64)")
     src.add("for t in range(ch * ntiles // nchunks, (ch + 1) * ntiles // nchunks):")
-    src.depth = 3
+    src.depth += 1
     ctx.tile_index("t")
     done: set = set()      # the per-column values (h<i>) this tile has computed
     for r in ctx.red:
@@ -393,6 +390,7 @@ def _row_split(ctx: _Context) -> None:
     epilogue; otherwise (nsplit = 1) a tile accumulates into its chunk's row and runs its epilogue
     at once. One prange region either way (a second one doubles the compile time)."""
     src, program, R = ctx.src, ctx.program, ctx.R
+    top = src.depth
     r = ctx.red[0]
     op = Op(program[r].op)
     outer = " * ".join(f"dom[{k}]" for k in ctx.outer_kept) or "1"
@@ -434,10 +432,10 @@ def _row_split(ctx: _Context) -> None:
     src.depth += 1
     _row_split_epilogue(ctx)
     # combine in part order, then the epilogue
-    src.depth = 1
+    src.depth = top
     src.add("if nsplit > 1:")
     src.add("    for t in range(ntiles):")
-    src.depth = 3
+    src.depth = top + 2
     ctx.tile_index("t")
     src.add(f"a{r} = part[t * nsplit]")
     src.add("for ch in range(1, nsplit):")
@@ -445,7 +443,7 @@ def _row_split(ctx: _Context) -> None:
     src.add("    for u in range(w):")
     src.add("        " + _LANE[op].format(a=f"a{r}[u]", v="pr[u]"))
     _row_split_epilogue(ctx)
-    src.depth = 0
+    src.depth = top
 
 
 def _row_split_epilogue(ctx: _Context) -> None:
