@@ -14,6 +14,7 @@ import numpy as np
 
 from . import ops as _OPS
 from . import shapes as S
+from .memo import Memo
 from .ops import ACCEPTED_KWARGS, OP_INFO, Kind, Op, as_op
 
 _NUMBER_KINDS = "biuf"
@@ -84,12 +85,12 @@ def shape_of(x: Any) -> tuple | None:
 # A tree's structure (ops, attrs, and per leaf: Tensor (dtype, ndim, size-1 axes) or constant) is
 # interned into a small int `sid` as each node is made, from its children's: equal structures get
 # equal sids. Which leaves are the same Tensor is not part of it (the executor adds that).
-_STRUCTS: dict = {}
+_STRUCTS = Memo("optree.structures", 1 << 16)   # ids are never reused: eviction is safe
 # A tree with more leaves and constants than this (counted with repeats: `y = tanh(y + y)` doubles
 # them at each level) keeps no structure id; executing it walks it (plan.walk) instead.
 LEAVES_MAX = 512
-_STRUCTS_MAX = 1 << 16
 _next_sid = itertools.count()
+_next_token = itertools.count(1)
 
 
 def tensor_token(t: Any) -> int:
@@ -100,12 +101,14 @@ def tensor_token(t: Any) -> int:
     except AttributeError:
         shape = t.shape
         key = ("t", t.dtype.char, len(shape), sum(1 << i for i, d in enumerate(shape) if d == 1))
-        tok = _TENSOR_TOKENS.setdefault(key, -1 - len(_TENSOR_TOKENS))
+        tok = _TENSOR_TOKENS.get(key)
+        if tok is None:
+            tok = _TENSOR_TOKENS.put(key, -next(_next_token))
         t._token = tok
         return tok
 
 
-_TENSOR_TOKENS: dict = {}
+_TENSOR_TOKENS = Memo("optree.tensor_tokens", 1024)
 
 
 def _parts(x: Any) -> tuple:
@@ -140,9 +143,7 @@ def _intern(d: OpDict, op: Op, attrs: Any, a: Any, b: Any) -> None:
         d.sid = None
         return
     if sid is None:
-        if len(_STRUCTS) >= _STRUCTS_MAX:
-            _STRUCTS.clear()       # ids are never reused, so live nodes' ids stay unique
-        sid = _STRUCTS[key] = next(_next_sid)
+        sid = _STRUCTS.put(key, next(_next_sid))
     d.sid = sid
 
 
@@ -151,9 +152,7 @@ def _broadcast2(sa: tuple, sb: tuple, op: Op) -> tuple:
         return _BCAST[(sa, sb)]
     except KeyError:
         shape = S.broadcast(sa, sb, op)   # raises, naming the op and shapes, where they don't fit
-        if len(_BCAST) > 4096:
-            _BCAST.clear()
-        _BCAST[(sa, sb)] = shape
+        _BCAST.put((sa, sb), shape)
         return shape
 
 
@@ -162,8 +161,9 @@ class Tensor_:
     __slots__ = ()
 
 
-_BCAST: dict = {}
-_INFERRED: dict = {}   # (op, operand shape, keyword items) -> (shape, attrs, attr items) of reductions
+_BCAST = Memo("optree.broadcast", 4096)
+# (op, operand shape, keyword items) -> (shape, attrs, attr items) of a reduction
+_INFERRED = Memo("optree.reductions", 4096)
 _new_opdict, _dict_update = dict.__new__, dict.update   # an OpDict without its guarded __init__
 _make_node = tuple.__new__
 
@@ -248,9 +248,7 @@ def elementwise_maker(op: Op, swap: bool = False, fallback: Any = None) -> Any:
             key = (op, None, ka, kb)
             sid = _STRUCTS.get(key)
             if sid is None:
-                if len(_STRUCTS) >= _STRUCTS_MAX:
-                    _STRUCTS.clear()
-                sid = _STRUCTS[key] = next(_next_sid)
+                sid = _STRUCTS.put(key, next(_next_sid))
             d.sid = sid
         return _make_node(OpTreeNode, (d, a, b))
     make.__name__ = f"make_{op.value}"
@@ -318,9 +316,7 @@ def build(op: Any, a: Any, b: Any, out: Any = None, **kwargs: Any) -> Any:
     if info.kind is Kind.REDUCTION and b is None and isinstance(a, Operators):
         try:
             key = (op, a.shape, tuple(kwargs.items()))
-            if len(_INFERRED) > 4096:
-                _INFERRED.clear()
-            _INFERRED[key] = (shape, attrs, items)
+            _INFERRED.put(key, (shape, attrs, items))
         except TypeError:
             pass
     node = tuple.__new__(OpTreeNode, (d, a, b))
