@@ -13,21 +13,22 @@ the line where the value is empty):
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from importlib.resources import files
 from string import Template
+
+from ..memo import memoized
 
 _BLOCK = re.compile(r"( *)\$\{(\w+)\}")
 _SECTION = re.compile(r"(?:#|//) -- (.+)")
 
 
-@lru_cache(maxsize=32)
+@memoized("kernels.templates", 32)
 def template(name: str) -> str:
     """The text of the template file `name` shipped in this package (read once per process)."""
     return files(__name__).joinpath(name).read_text(encoding="utf-8")
 
 
-@lru_cache(maxsize=32)
+@memoized("kernels.sections", 32)
 def sections(name: str) -> dict[str, str]:
     """The parts of template file `name` that start at its `# -- <part>` (or `// -- <part>`) lines,
     each up to the next such line, without its trailing blank lines (the text before the first
@@ -43,7 +44,7 @@ def sections(name: str) -> dict[str, str]:
     return {part: "\n".join(lines).rstrip("\n") for part, lines in parts.items()}
 
 
-@lru_cache(maxsize=64)
+@memoized("kernels.parsed", 64)
 def _parse(text: str) -> tuple[tuple, frozenset]:
     """Per line of `text`: (indent, block name) or (None, a Template); and every name used."""
     lines, names = [], set()

@@ -12,9 +12,10 @@ time (numexpr's CacheDict habit), so a cache that overflows keeps most of what i
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import weakref
-from typing import Any
+from typing import Any, Callable
 
 _ALL: weakref.WeakSet = weakref.WeakSet()
 
@@ -54,6 +55,23 @@ class Memo(dict):
         return f"Memo({self.name!r}, {len(self)}/{self.maxsize})"
 
 
+def memoized(name: str, maxsize: int) -> Callable[[Callable], Callable]:
+    """A one-argument function whose results are kept in a Memo (`fn.memo`): the bounded,
+    clearable counterpart of functools.lru_cache."""
+    def wrap(fn: Callable) -> Callable:
+        table = Memo(name, maxsize)
+
+        @functools.wraps(fn)
+        def call(key: Any) -> Any:
+            try:
+                return table[key]
+            except KeyError:
+                return table.put(key, fn(key))
+        call.memo = table  # type: ignore[attr-defined]
+        return call
+    return wrap
+
+
 def memos() -> list[Memo]:
     """Every live Memo, by name."""
     return sorted(_ALL, key=lambda m: m.name)
@@ -66,4 +84,4 @@ def clear_all() -> None:
         m.evictions = 0
 
 
-__all__ = ["Memo", "memos", "clear_all"]
+__all__ = ["Memo", "memoized", "memos", "clear_all"]

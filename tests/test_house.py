@@ -99,3 +99,22 @@ def test_clear_caches_reaches_every_memo(cpu):
                                * np.arange(6.0).reshape(2, 3)
                                - np.arange(6.0).reshape(2, 3).sum(1, keepdims=True), rtol=1e-6)
     clear_all()
+
+
+def test_memoized_keeps_results_in_a_bounded_memo():
+    from neonlike.memo import memoized
+    calls = []
+
+    @memoized("test.memoized", 4)
+    def square(x):
+        calls.append(x)
+        return None if x < 0 else x * x    # None is a result like any other
+
+    assert [square(i) for i in (2, 2, -1, -1)] == [4, 4, None, None]
+    assert calls == [2, -1]
+    for i in range(10):
+        square(i)
+    assert len(square.memo) <= 4 and square.memo.name == "test.memoized"
+    neonlike.clear_caches()
+    square(2)
+    assert calls[-1] == 2                  # computed again after the clear

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from ..memo import Memo
+from ..memo import Memo, memoized
 from ..ops import LN2, OP_INFO, SAFELOG_MIN, Kind, Op
 from ..optree import OpTreeNode, Operators, build, shape_of, trusted_node
 from ..optree import dag_postorder as _dag_postorder
@@ -405,18 +405,10 @@ def _addresses(layout: tuple, shape: tuple) -> np.ndarray:
     return addr.ravel()
 
 
-_GATHER = Memo("autodiff.gather_index", 64)
-
-
+@memoized("autodiff.gather_index", 64)
 def _gather_index(detail: tuple) -> np.ndarray | None:
     """For each element of the tensor (C order), the flat index of the view's element at the same
     address, or the view's size where there is none; None where they share no element."""
-    if detail in _GATHER:
-        return _GATHER[detail]
-    return _GATHER.put(detail, _gather(detail))
-
-
-def _gather(detail: tuple) -> np.ndarray | None:
     view_shape, view_layout, shape, layout = detail
     view, mine = _addresses(view_layout, view_shape), _addresses(layout, shape)
     order = np.argsort(view, kind="stable")

@@ -24,7 +24,7 @@ from ..cache import cache_dir
 
 NVCC_OPTIONS = ("--cubin",)
 _MEMORY = Memo("gpu.cubins", 4096)  # digest -> cubin
-_VERSION: dict[str, str] = {}       # nvcc path -> its `--version` text
+_VERSION = Memo("gpu.nvcc_versions", 8)   # nvcc path -> its `--version` text
 _LOCK = threading.Lock()
 STATS = {"memory_hits": 0, "disk_hits": 0, "compiles": 0, "corrupt": 0}
 
@@ -46,7 +46,7 @@ def nvcc_version(nvcc: str | None = None) -> str:
         r = subprocess.run([nvcc, "--version"], capture_output=True, text=True)
         if r.returncode != 0:
             raise RuntimeError(f"`{nvcc} --version` failed ({r.returncode}): {r.stderr.strip()}")
-        text = _VERSION[nvcc] = r.stdout.strip()
+        text = _VERSION.put(nvcc, r.stdout.strip())
     return text
 
 
