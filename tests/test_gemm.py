@@ -1,9 +1,11 @@
-"""neonlike.backends.cpu.gemm against numpy float64, on the MKL path and the forced numpy path."""
+"""neonlike.backends.cpu.gemm against numpy float64: on the MKL path, the numpy path, and 'auto'
+(the faster of the two per shape class, timed once) with each outcome."""
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -16,15 +18,25 @@ DTYPES = [np.float32, np.float64, np.float16]
 RTOL = {np.float64: 1e-12, np.float32: 1e-5, np.float16: 1e-3}
 
 
-@pytest.fixture(params=["mkl", "numpy"])
-def path(request):
-    """Run the test on the MKL path (skipped where MKL does not load) and the numpy path."""
+@pytest.fixture(params=["mkl", "numpy", "auto-mkl", "auto-numpy"])
+def path(request, monkeypatch):
+    """Run the test on the MKL path (skipped where MKL does not load), the numpy path, and
+    through 'auto' with every size timed (no small-GEMM shortcut) and the timing's verdict fixed
+    to MKL or numpy: what 'auto' runs must not depend on which path won."""
+    name, _, verdict = request.param.partition("-")
     try:
-        previous = G.set_backend(request.param)
+        previous = G.set_backend(name)
     except RuntimeError as e:
         pytest.skip(f"MKL unavailable here: {e}")
-    assert G.backend_name() == request.param
+    if G.backend_name() != name:
+        G.set_backend(previous)
+        pytest.skip("MKL unavailable here: 'auto' runs numpy")
+    if verdict:
+        monkeypatch.setattr(G, "SMALL_MACS", 0)
+        monkeypatch.setattr(G, "_time_paths", lambda run_mkl, run_numpy: verdict)
+    G.clear_choices()
     yield request.param
+    G.clear_choices()
     G.set_backend(previous)
 
 
@@ -517,7 +529,7 @@ def test_env_var_forces_numpy(monkeypatch):
     finally:
         monkeypatch.undo()
         G.set_backend(previous)
-    assert G.backend_name() in ("mkl", "numpy")
+    assert G.backend_name() in ("auto", "numpy")
 
 
 def test_set_backend_rejects_unknown():
@@ -546,7 +558,7 @@ def test_import_is_lazy():
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     name, loaded = res.stdout.split()
-    assert (name, loaded) in (("mkl", "True"), ("numpy", "False"))
+    assert (name, loaded) in (("auto", "True"), ("numpy", "False"))
 
 
 def test_no_mkl_falls_back_to_numpy(monkeypatch, rng):
@@ -622,12 +634,268 @@ def test_set_num_threads():
         G.set_num_threads(0)
 
 
+def test_set_num_threads_sets_numpy_blas_too_and_forgets_choices():
+    """Under 'auto' a class may run on numpy's BLAS: its pool follows set_num_threads, and the
+    choices timed with the old count are dropped."""
+    pytest.importorskip("threadpoolctl")
+    pools = G._numpy_blas_pools()
+    if not pools:
+        pytest.skip("numpy's BLAS is not one threadpoolctl controls here")
+    before = pools[0].num_threads
+    G._remember(("gemm", "f", 1, 64, 64, 64, "NN>N", True, True), "numpy")
+    try:
+        G.set_num_threads(1)
+        assert [p.num_threads for p in G._numpy_blas_pools()] == [1] * len(pools)
+        assert G.choices() == {}
+    finally:
+        G.set_num_threads(before)
+    assert G._numpy_blas_pools()[0].num_threads == before
+
+
+# ---------------------------------------------------------------------------------------------
+# 'auto': the faster path per shape class
+# ---------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def auto(monkeypatch):
+    """'auto' with an empty table (skipped where MKL does not load: then 'auto' is numpy)."""
+    previous = G.set_backend("auto")
+    if G.backend_name() != "auto":
+        G.set_backend(previous)
+        pytest.skip("MKL unavailable here: 'auto' runs numpy")
+    G.clear_choices()
+    yield
+    G.clear_choices()
+    G.set_backend(previous)
+
+
+def slowed(fn, seconds):
+    def slow(*args, **kwargs):
+        time.sleep(seconds)
+        return fn(*args, **kwargs)
+    return slow
+
+
+def calls_of(monkeypatch, name):
+    """Count the calls of gemm's module function `name` (still running it)."""
+    seen = []
+    real = getattr(G, name)
+
+    def spy(*args, **kwargs):
+        seen.append(args)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(G, name, spy)
+    return seen
+
+
+@pytest.mark.parametrize("slow", ["numpy", "mkl"])
+def test_auto_takes_the_faster_path(auto, rng, monkeypatch, slow):
+    """One path slowed by 5 ms a call: the class is timed once and the other path runs it
+    (numpy's thread pool taken as quiet after its calls: _spinning has its own test)."""
+    monkeypatch.setattr(G, "_spinning", lambda: False)
+    real_mkl, real_numpy = G._mkl_run, G._numpy_gemm
+    if slow == "numpy":
+        monkeypatch.setattr(G, "_numpy_gemm", slowed(real_numpy, 0.005))
+    else:
+        monkeypatch.setattr(G, "_mkl_run", slowed(real_mkl, 0.005))
+    timings = calls_of(monkeypatch, "_time_paths")
+    A = operand(rng, (100, 90), np.float32, "c")
+    B = operand(rng, (90, 80), np.float32, "t")
+    C = np.empty((100, 80), np.float32)
+    G.gemm(A, B, C)
+    assert_gemm_close(C, A, B, C, 1.0, 0.0, np.float32)
+    want = "mkl" if slow == "numpy" else "numpy"
+    assert G.choices() == {G.ShapeClass("gemm", "float32", 1, 128, 128, 128, "NT>N", True, True):
+                           want}
+    monkeypatch.setattr(G, "_numpy_gemm", real_numpy)
+    monkeypatch.setattr(G, "_mkl_run", real_mkl)
+    numpy_calls = calls_of(monkeypatch, "_numpy_gemm")
+    mkl_calls = calls_of(monkeypatch, "_mkl_gemm")
+    A2 = operand(rng, (120, 70), np.float32, "c")   # another shape of the same class
+    B2 = operand(rng, (70, 100), np.float32, "t")
+    C2 = np.empty((120, 100), np.float32)
+    G.gemm(A2, B2, C2)
+    assert_gemm_close(C2, A2, B2, C2, 1.0, 0.0, np.float32)
+    assert len(timings) == 1                       # timed once
+    assert (len(numpy_calls), len(mkl_calls)) == ((0, 1) if want == "mkl" else (1, 0))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layouts", [("c", "c", "c"), ("t", "f", "f"), ("sub", "subt", "c")])
+def test_auto_paths_agree(auto, rng, monkeypatch, dtype, layouts):
+    """The same call gives the same result whichever path 'auto' picked (float16 is timed on
+    its float32 temps)."""
+    ka, kb, kc = layouts
+    A = operand(rng, (70, 90), dtype, ka)
+    B = operand(rng, (90, 50), dtype, kb)
+    C0 = operand(rng, (70, 50), dtype, kc)
+    got = {}
+    for verdict in ("mkl", "numpy"):
+        G.clear_choices()
+        monkeypatch.setattr(G, "_time_paths", lambda run_mkl, run_numpy: verdict)
+        C = C0.copy(order="K")
+        G.gemm(A, B, C, 1.5, 0.5)
+        assert_gemm_close(C, A, B, C0, 1.5, 0.5, dtype)
+        assert set(G.choices().values()) == {verdict}
+        got[verdict] = C
+        Cb = np.zeros((3, 70, 50), dtype)
+        G.batched_gemm(np.stack([A] * 3), B, Cb)
+        assert_batched_close(Cb, np.stack([A] * 3), B, Cb, 1.0, 0.0, dtype)
+    # the two agree to rounding: |mkl - numpy| within twice the bound each meets
+    scale = 1.5 * (np.abs(A.astype(np.float64)) @ np.abs(B.astype(np.float64))) \
+        + 0.5 * np.abs(C0.astype(np.float64))
+    diff = np.abs(got["mkl"].astype(np.float64) - got["numpy"].astype(np.float64))
+    assert (diff <= 2 * RTOL[np.dtype(dtype).type] * scale + np.finfo(dtype).tiny).all()
+    timed_as = "float32" if dtype == np.float16 else np.dtype(dtype).name
+    assert {c.dtype for c in G.choices()} == {timed_as}
+
+
+def test_auto_table_is_bounded_and_cleared(auto, rng, monkeypatch):
+    monkeypatch.setattr(G, "SMALL_MACS", 0)
+    monkeypatch.setattr(G, "MAX_CHOICES", 4)
+    monkeypatch.setattr(G, "_time_paths", lambda run_mkl, run_numpy: "mkl")
+    A = operand(rng, (40, 600), np.float32, "c")
+    seen = []
+    for k in (40, 70, 130, 260, 520):              # five K buckets: five classes
+        C = np.empty((40, 40), np.float32)
+        G.gemm(A[:, :k], A[:, :k].T, C)
+        seen.append(G.ShapeClass("gemm", "float32", 1, 64, 64, G._bucket(k), "NT>N", True, True))
+        assert len(G.choices()) <= 4
+    assert list(G.choices()) == seen[1:]           # the oldest went first
+    G.clear_choices()
+    assert G.choices() == {}
+
+
+def test_auto_small_and_copied_operands_are_not_timed(auto, rng, monkeypatch):
+    """Up to SMALL_MACS numpy runs untimed (not an outer product, K = 1: that is timed);
+    operands the MKL path copies keep MKL, untimed."""
+    timings = calls_of(monkeypatch, "_time_paths")
+    mkl_calls = calls_of(monkeypatch, "_mkl_gemm")
+    numpy_calls = calls_of(monkeypatch, "_numpy_gemm")
+    A, B = operand(rng, (64, 64), np.float32, "c"), operand(rng, (64, 64), np.float32, "c")
+    C = np.empty((64, 64), np.float32)
+    G.gemm(A, B, C)                                # 64^3 = SMALL_MACS
+    Ab, Bb = np.stack([A[:16, :16]] * 16), np.stack([B[:16, :16]] * 16)
+    G.batched_gemm(Ab, Bb, np.empty((16, 16, 16), np.float32))
+    assert (len(numpy_calls), len(mkl_calls)) == (2, 0)
+    A, B = operand(rng, (100, 100), np.float32, "step"), operand(rng, (100, 100), np.float32, "c")
+    C = np.empty((100, 100), np.float32)
+    G.gemm(A, B, C)
+    assert_gemm_close(C, A, B, C, 1.0, 0.0, np.float32)
+    assert (len(numpy_calls), len(mkl_calls)) == (2, 1)
+    assert timings == [] and G.choices() == {}
+    A, B = operand(rng, (128, 1), np.float32, "c"), operand(rng, (1, 128), np.float32, "c")
+    C = np.empty((128, 128), np.float32)
+    G.gemm(A, B, C)
+    assert_gemm_close(C, A, B, C, 1.0, 0.0, np.float32)
+    assert len(timings) == 1 and list(G.choices()) == [
+        G.ShapeClass("gemm", "float32", 1, 128, 128, 1, "NN>N", True, True)]
+
+
+@pytest.mark.parametrize("mkl_best,numpy_best,spinning,want", [
+    (1e-3, 0.90e-3, False, "numpy"),   # 10% faster, no pool left spinning
+    (1e-3, 0.97e-3, False, "mkl"),     # within the 5% margin: a tie goes to MKL
+    (1e-3, 0.50e-3, True, "mkl"),      # faster, but OpenBLAS's pool spins on after it
+    (20e-3, 15e-3, True, "numpy"),     # ... unless the call is long (SPIN_OK_S = 5 ms)
+    (None, 0.1e-3, False, "mkl"),      # MKL's warm-up call over SLOW_RUN_S
+    (1e-3, None, False, "mkl")])
+def test_auto_verdict(monkeypatch, mkl_best, numpy_best, spinning, want):
+    runs = {"mkl": lambda: "mkl", "numpy": lambda: "numpy"}
+    monkeypatch.setattr(G, "_best_of", lambda run: mkl_best if run() == "mkl" else numpy_best)
+    monkeypatch.setattr(G, "_spinning", lambda: spinning)
+    monkeypatch.setattr(G, "SPIN_OK_S", 5e-3)
+    assert G._time_paths(runs["mkl"], runs["numpy"]) == want
+
+
+def test_best_of_warms_up_then_takes_the_fastest_call():
+    calls = []
+    best = G._best_of(lambda: calls.append(sum(range(2000))))
+    assert len(calls) == 1 + G.TIMING_RUNS and 0 < best < G.SLOW_RUN_S
+
+
+def test_spinning_sees_a_busy_thread():
+    import threading
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            pass
+    t = threading.Thread(target=spin)
+    t.start()
+    try:
+        assert G._spinning()
+    finally:
+        stop.set()
+        t.join()
+
+
+def test_auto_times_large_classes_on_a_smaller_representative(auto, rng, monkeypatch):
+    """Above TIMED_MACS the class takes the verdict of a halved product, timed on scratch."""
+    monkeypatch.setattr(G, "SMALL_MACS", 0)
+    monkeypatch.setattr(G, "TIMED_MACS", 1 << 15)
+    timed = []
+
+    def fake(run_mkl, run_numpy):
+        timed.append(1)
+        run_mkl()
+        run_numpy()
+        return "numpy"
+    monkeypatch.setattr(G, "_time_paths", fake)
+    A = operand(rng, (64, 64), np.float32, "t")
+    B = operand(rng, (64, 64), np.float32, "c")
+    C = np.empty((64, 64), np.float32)
+    G.gemm(A, B, C)
+    assert_gemm_close(C, A, B, C, 1.0, 0.0, np.float32)
+    assert G.choices() == {
+        G.ShapeClass("gemm", "float32", 1, 32, 32, 32, "TN>N", True, True): "numpy",
+        G.ShapeClass("gemm", "float32", 1, 64, 64, 64, "TN>N", True, True): "numpy"}
+    Cb = np.empty((4, 64, 64), np.float32)       # batched: the batch is halved first
+    G.batched_gemm(np.stack([A] * 4), B, Cb)
+    assert_batched_close(Cb, np.stack([A] * 4), B, Cb, 1.0, 0.0, np.float32)
+    assert len(timed) == 2 and len(G.choices()) == 4
+
+
+def test_auto_gives_up_timing_slow_calls(auto, rng, monkeypatch):
+    """A warm-up call over SLOW_RUN_S ends the timing: MKL is kept."""
+    monkeypatch.setattr(G, "SMALL_MACS", 0)
+    monkeypatch.setattr(G, "SLOW_RUN_S", 0.001)
+    monkeypatch.setattr(G, "_mkl_run", slowed(G._mkl_run, 0.002))
+    A = operand(rng, (64, 64), np.float32, "c")
+    G.gemm(A, A, np.empty((64, 64), np.float32))
+    assert list(G.choices().values()) == ["mkl"]
+
+
+@pytest.mark.parametrize("forced", ["mkl", "numpy"])
+def test_env_var_forcing_bypasses_auto(monkeypatch, rng, forced):
+    previous = G.set_backend(None)
+    try:
+        monkeypatch.setenv(G.ENV_VAR, forced)
+        try:
+            G.set_backend(None)
+            assert G.backend_name() == forced
+        except RuntimeError as e:
+            pytest.skip(f"MKL unavailable here: {e}")
+        G.clear_choices()
+        other = calls_of(monkeypatch, "_numpy_gemm" if forced == "mkl" else "_mkl_gemm")
+        A = operand(rng, (100, 100), np.float32, "c")
+        C = np.empty((100, 100), np.float32)
+        G.gemm(A, A, C)
+        assert_gemm_close(C, A, A, C, 1.0, 0.0, np.float32)
+        assert other == [] and G.choices() == {}
+        monkeypatch.setenv(G.ENV_VAR, "auto")
+        G.set_backend(None)
+        assert G.backend_name() in ("auto", "numpy")  # numpy where MKL does not load
+    finally:
+        monkeypatch.undo()
+        G.set_backend(previous)
+
+
 def test_mkl_threads_come_from_tbb_and_the_environment_is_left_alone():
     """MKL is asked for its TBB threading layer (numba's pool), without leaving
     MKL_THREADING_LAYER in the environment: a child process, which has not preloaded libtbb,
     must not inherit it (MKL aborts a process that cannot load its layer)."""
     import textwrap
-    if G.backend_name() != "mkl":
+    if G.backend_name() not in ("mkl", "auto"):
         pytest.skip("MKL is not installed")
     code = textwrap.dedent("""
         import os, subprocess, sys

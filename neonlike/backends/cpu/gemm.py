@@ -13,23 +13,29 @@ operands (stepped slices, negative strides, misaligned data) are copied into con
 C is written in place when it is C- or Fortran-ordered (the latter as C.T = B.T @ A.T) and does
 not overlap A or B; otherwise the product goes through a temp that is copied back.
 
-Which path: `backend_name()` says 'mkl' or 'numpy'. The environment variable NEONLIKE_GEMM
-('numpy', 'mkl' or 'auto', read when the path is first resolved) or `set_backend(name)` forces
-one. Nothing is loaded at import: MKL's runtime (libmkl_rt from the pip `mkl` package) is found
-and bound on the first call.
+Which path: NEONLIKE_GEMM ('auto', 'mkl' or 'numpy', read when the path is first resolved) or
+`set_backend(name)`; `backend_name()` says which. 'auto', the default where MKL loads, times both
+paths once per shape class (dtype, power-of-two buckets of M, N, K and the batch, the operands'
+transposition pattern, whether alpha is 1 and beta 0: see `_shape_class`) and runs the faster one
+from then on (ties, and short calls after which OpenBLAS's pool spins on, go to MKL: see
+`_time_paths`); `choices()` shows the table, `clear_choices()` empties it. Without MKL every call
+takes numpy. Nothing is loaded at import: MKL's runtime (libmkl_rt from the pip `mkl` package) is
+found and bound on the first call.
 """
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import sys
 import threading
-from typing import Any
+import time
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-__all__ = ["gemm", "batched_gemm", "backend_name", "set_backend", "set_num_threads",
-           "get_num_threads", "mkl_library_path", "ENV_VAR"]
+__all__ = ["gemm", "batched_gemm", "backend_name", "set_backend", "choices", "clear_choices",
+           "ShapeClass", "set_num_threads", "get_num_threads", "mkl_library_path", "ENV_VAR"]
 
 ENV_VAR = "NEONLIKE_GEMM"
 _BACKENDS = ("auto", "mkl", "numpy")
@@ -41,6 +47,17 @@ _DTYPES = {_F16: 2, _F32: 4, _F64: 8}  # the dtypes gemm takes (native byte orde
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112  # CBLAS_LAYOUT / CBLAS_TRANSPOSE values
 _FLIP = {_NO_TRANS: _TRANS, _TRANS: _NO_TRANS}
+
+# 'auto' (see _auto_path, _time_paths and benchmarks/README.md, bench_gemm.py)
+SMALL_MACS = 1 << 18     # up to 64^3 multiply-adds (K > 1) numpy runs it, untimed
+TIMED_MACS = 1 << 30     # float32 classes above this are timed on a smaller representative
+TIMING_RUNS = 3          # timed runs per path after one warm-up call; the minimum counts
+SLOW_RUN_S = 0.05        # a warm-up call slower than this ends the timing and keeps MKL
+QUIET_S = 0.003          # pause between the two paths' runs (MKL's TBB workers spin ~1 ms)
+NUMPY_MARGIN = 0.95      # numpy is chosen when it takes under 95% of MKL's time ...
+SPIN_PROBE_S = 0.005     # ... and leaves no thread spinning over this long after its calls,
+SPIN_OK_S = 0.005        # unless one call takes this long (see _time_paths)
+MAX_CHOICES = 1024       # remembered shape classes (the oldest is dropped when full)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,6 +195,7 @@ class _State:
     mkl: _MKL | None = None
     mkl_error: str | None = None   # why MKL could not be loaded, when it could not
     tbb = False                    # MKL runs on its TBB threading layer (prefer_tbb_threading)
+    choices: dict = {}             # ShapeClass (as a tuple) -> 'mkl' or 'numpy', under 'auto'
 
 
 def prefer_tbb_threading() -> str | None:
@@ -254,7 +272,7 @@ def _resolve() -> str:
         else:
             try:
                 _load_mkl()
-                name = "mkl"
+                name = want
             except RuntimeError:
                 if want == "mkl":
                     raise
@@ -267,12 +285,14 @@ def _resolve() -> str:
 
 
 def backend_name() -> str:
-    """'mkl' or 'numpy': the path gemm and batched_gemm take (resolving it if need be)."""
+    """'mkl', 'numpy' or 'auto' (MKL loaded, the faster path per shape class: `choices()`): the
+    path gemm and batched_gemm take, resolving it if need be."""
     return _State.resolved or _resolve()
 
 
 def set_backend(name: str | None) -> str | None:
-    """Force 'mkl' or 'numpy' ('auto': MKL where it loads); None goes back to $NEONLIKE_GEMM.
+    """Force 'mkl' or 'numpy', or 'auto' (the faster per shape class where MKL loads, else numpy);
+    None goes back to $NEONLIKE_GEMM.
 
     Returns the previous forced value (for restoring). 'mkl' raises RuntimeError when MKL
     cannot be loaded.
@@ -296,31 +316,53 @@ def mkl_library_path() -> str | None:
     return _State.mkl.path if _State.mkl is not None else None
 
 
-def set_num_threads(n: int) -> int | None:
-    """Set MKL's thread count (through mkl-service); returns the previous one.
+def _numpy_blas_pools() -> list:
+    """threadpoolctl's handles on the BLAS numpy calls (OpenBLAS, BLIS, FlexiBLAS), if any.
 
-    None when mkl-service is not installed (numpy's own BLAS threads are not touched).
+    MKL is left out: mkl-service controls it. [] without threadpoolctl (a scikit-learn
+    dependency) or where numpy's BLAS is not one of these."""
+    try:
+        from threadpoolctl import ThreadpoolController
+        found = ThreadpoolController().select(internal_api=["openblas", "blis", "flexiblas"])
+        return list(found.lib_controllers)
+    except Exception:  # noqa: BLE001 - no threadpoolctl, or it cannot read this process
+        return []
+
+
+def set_num_threads(n: int) -> int | None:
+    """Set the thread count of both GEMM paths: MKL's (mkl-service) and the BLAS under numpy's
+    matmul (OpenBLAS, through threadpoolctl). Returns the previous count (MKL's, else numpy
+    BLAS's), or None when neither can be set. Forgets the 'auto' choices: they were timed with
+    the old count.
     """
     n = int(n)
     if n < 1:
         raise ValueError(f"set_num_threads needs n >= 1, got {n}")
+    prefer_tbb_threading()   # (a no-op once MKL is loaded; mkl-service's import loads it)
+    previous = None
+    for pool in _numpy_blas_pools():
+        previous = pool.num_threads
+        pool.set_num_threads(n)
     try:
         import mkl
     except ImportError:
-        return None
-    previous = mkl.get_max_threads()
-    mkl.set_num_threads(n)
-    if _State.tbb:   # MKL's TBB layer ignores the global count; the calling thread's applies
-        mkl.set_num_threads_local(n)
+        mkl = None
+    if mkl is not None:
+        previous = mkl.get_max_threads()
+        mkl.set_num_threads(n)
+        if _State.tbb:   # MKL's TBB layer ignores the global count; the calling thread's applies
+            mkl.set_num_threads_local(n)
+    clear_choices()
     return previous
 
 
 def get_num_threads() -> int | None:
-    """MKL's maximum thread count (mkl-service), None without mkl-service."""
+    """MKL's maximum thread count (mkl-service), else numpy BLAS's; None when neither is known."""
     try:
         import mkl
     except ImportError:
-        return None
+        pools = _numpy_blas_pools()
+        return pools[0].num_threads if pools else None
     return mkl.get_max_threads()
 
 
@@ -542,6 +584,211 @@ def _float16(A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float, beta: fl
 
 
 # ---------------------------------------------------------------------------------------------
+# 'auto': the faster path per shape class, timed once
+# ---------------------------------------------------------------------------------------------
+
+class ShapeClass(NamedTuple):
+    """What 'auto' times once: GEMMs of one class run on the same path.
+
+    m, n, k and batch are power-of-two buckets (m=1024: 512 < M <= 1024; batch 1 for gemm);
+    layout is the CBLAS view of A, B and C, 'N' (rows contiguous) or 'T' (columns), an 's'
+    after a batched operand shared by every slice: 'NT>N' is A (M, K) @ B.T into C-ordered C."""
+    op: str
+    dtype: str
+    batch: int
+    m: int
+    n: int
+    k: int
+    layout: str
+    alpha_one: bool
+    beta_zero: bool
+
+
+_CODE = {_NO_TRANS: "N", _TRANS: "T"}
+
+
+def _bucket(x: int) -> int:
+    return 1 << (x - 1).bit_length()
+
+
+def _shape_class(A: np.ndarray, B: np.ndarray, C: np.ndarray, nb: int, M: int, N: int, K: int,
+                 alpha: float, beta: float) -> tuple | None:
+    """The ShapeClass of this call as a plain tuple, or None where an operand needs a copy on
+    the MKL path."""
+    e = C.itemsize
+    if C.ndim == 2:
+        la, lb, lc = (_operand_layout(A, M, K, e), _operand_layout(B, K, N, e),
+                      _operand_layout(C, M, N, e))
+        if la is None or lb is None or lc is None:
+            return None
+        codes = (_CODE[la[0]], _CODE[lb[0]], _CODE[lc[0]])
+    else:
+        la, lb = _batch_layout(A, nb, M, K, e), _batch_layout(B, nb, K, N, e)
+        if la is None or lb is None:
+            return None
+        if C.flags.c_contiguous:
+            lc = "N"
+        elif C.transpose(0, 2, 1).flags.c_contiguous:
+            lc = "T"
+        else:
+            return None
+        codes = (_CODE[la[0]] + ("s" if la[2] == 0 else ""),
+                 _CODE[lb[0]] + ("s" if lb[2] == 0 else ""), lc)
+    # a plain tuple in ShapeClass's order (dtype by its char): ShapeClass() and dtype.name
+    # would cost a few microseconds a call
+    return ("gemm" if C.ndim == 2 else "batched_gemm", C.dtype.char,
+            _bucket(nb) if C.ndim == 3 else 1, _bucket(M), _bucket(N), _bucket(K),
+            f"{codes[0]}{codes[1]}>{codes[2]}", alpha == 1, beta == 0)
+
+
+def _split_codes(layout: str) -> tuple[str, str, str]:
+    """'NTs>N' -> ('N', 'Ts', 'N')."""
+    ab, c = layout.split(">")
+    cut = 2 if ab[1:2] == "s" else 1
+    return ab[:cut], ab[cut:], c
+
+
+def _scratch(code: str, lead: tuple, r: int, c: int, dt: np.dtype, ones: bool) -> np.ndarray:
+    """An r x c operand (lead: (batch,) or ()) laid out as a ShapeClass layout code says."""
+    shape = (() if code.endswith("s") else lead) + ((r, c) if code[0] == "N" else (c, r))
+    x = np.ones(shape, dt) if ones else np.zeros(shape, dt)
+    return x if code[0] == "N" else x.swapaxes(-1, -2)
+
+
+def _representative(key: tuple, dt: np.dtype, nb: int, M: int, N: int,
+                    K: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Operands in key's layout, halved (the batch first, then the longest of M, N, K) until the
+    product fits TIMED_MACS: a large GEMM runs at the speed of one a few times smaller (both
+    paths are in their blocked kernels there), and one run of the full product may cost most of
+    a second."""
+    cap = TIMED_MACS * 4 // dt.itemsize
+    while nb * M * N * K > cap:
+        if nb > 1:
+            nb = (nb + 1) // 2
+        elif M >= N and M >= K:
+            M = (M + 1) // 2
+        elif N >= K:
+            N = (N + 1) // 2
+        else:
+            K = (K + 1) // 2
+    ca, cb, cc = _split_codes(key[6])
+    lead = (nb,) if key[0] == "batched_gemm" else ()
+    return (_scratch(ca, lead, M, K, dt, True), _scratch(cb, lead, K, N, dt, True),
+            _scratch(cc, lead, M, N, dt, False))
+
+
+def _best_of(run: Callable[[], Any]) -> float | None:
+    """The fastest of TIMING_RUNS calls after a warm-up call; None when the warm-up call took
+    over SLOW_RUN_S."""
+    start = time.perf_counter()
+    run()
+    if time.perf_counter() - start > SLOW_RUN_S:
+        return None
+    best = math.inf
+    for _ in range(TIMING_RUNS):
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _spinning() -> bool:
+    """Whether this process keeps a core busy while it sleeps SPIN_PROBE_S (a BLAS pool left
+    spinning by the last call)."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    time.sleep(SPIN_PROBE_S)
+    return time.process_time() - cpu > 0.3 * (time.perf_counter() - wall)
+
+
+def _time_paths(run_mkl: Callable[[], Any], run_numpy: Callable[[], Any]) -> str:
+    """'numpy' where its best call takes under NUMPY_MARGIN of MKL's and either leaves no thread
+    spinning after it or takes SPIN_OK_S or more; else 'mkl' (also when a call is too slow to
+    time).
+
+    Each path runs its calls back to back after a warm-up call (caches filled, its pool awake),
+    as a class's calls do once chosen: MKL first, then, after QUIET_S (MKL's TBB workers spin
+    ~1 ms), numpy. What the timing cannot see is the spinning: after a call that used its
+    thread pool, OpenBLAS leaves a worker spinning on a core for ~65 ms, so in a training loop
+    one of two cores is taken from numba's kernels and MKL (which share TBB's pool). mnist_mlp
+    (bench_nn.py) ran an epoch in 0.32 s when its 100x784x128 weight-gradient GEMM went to
+    numpy on timing alone, 0.26 s on MKL. So a short call (under SPIN_OK_S) goes to numpy only
+    where OpenBLAS ran it on one thread (up to ~80^3 here); a long one, where the spin is small
+    beside the GEMMs themselves, to the faster. The 5% margin sends ties, within this machine's
+    noise, to MKL."""
+    mkl = _best_of(run_mkl)
+    if mkl is None:
+        return "mkl"   # too slow a machine to time this size: keep the MKL default
+    time.sleep(QUIET_S)
+    numpy = _best_of(run_numpy)
+    if numpy is None or numpy >= NUMPY_MARGIN * mkl or (numpy < SPIN_OK_S and _spinning()):
+        return "mkl"
+    return "numpy"
+
+
+def _remember(key: tuple, path: str) -> None:
+    with _State.lock:
+        table = _State.choices
+        if key not in table and len(table) >= MAX_CHOICES:
+            del table[next(iter(table))]
+        table[key] = path
+
+
+def _dims(A: np.ndarray, C: np.ndarray) -> tuple[int, int, int, int]:
+    """(batch, M, N, K); batch 1 for 2-D C."""
+    if C.ndim == 2:
+        return 1, C.shape[0], C.shape[1], A.shape[-1]
+    return C.shape[0], C.shape[1], C.shape[2], A.shape[-1]
+
+
+def _auto_path(A: np.ndarray, B: np.ndarray, C: np.ndarray, nb: int, M: int, N: int, K: int,
+               alpha: float, beta: float) -> str:
+    """'mkl' or 'numpy' for this call under 'auto' (timing its shape class if it is new).
+
+    Up to SMALL_MACS numpy's matmul is taken untimed: its call costs 2-10 us less than MKL's
+    through ctypes (64^3: 6.6 against 9.1 us; 16 slices of 16^3: 2.8 against 8.7), OpenBLAS runs
+    these sizes on one thread (no pool left spinning), and timing, or even computing the class
+    (~1-2 us), would eat the gain. Not for K == 1, an outer product, which numpy's matmul runs
+    slowly (128x128x1: 34 us, MKL 9). Operands that the MKL path would copy into temps keep MKL,
+    the path they took before 'auto' timed anything (numpy copies them too)."""
+    if K > 1 and nb * M * N * K <= SMALL_MACS:
+        return "numpy"
+    key = _shape_class(A, B, C, nb, M, N, K, alpha, beta)
+    if key is None:
+        return "mkl"
+    path = _State.choices.get(key)
+    if path is not None:
+        return path
+    if nb * M * N * K > TIMED_MACS * 4 // C.itemsize:
+        A, B, T = _representative(key, C.dtype, nb, M, N, K)
+        rep = _shape_class(A, B, T, *_dims(A, T), alpha, beta)
+        path = _State.choices.get(rep) if rep is not None else None
+    else:   # the call's own A and B, a scratch C laid out as C
+        _, _, cc = _split_codes(key[6])
+        T = _scratch(cc, (nb,) if C.ndim == 3 else (), M, N, C.dtype, False)
+        rep = None
+    if path is None:
+        path = _time_paths(lambda: _mkl_run(A, B, T, alpha, beta),
+                           lambda: _numpy_gemm(A, B, T, alpha, beta))
+        if rep is not None:
+            _remember(rep, path)
+    _remember(key, path)
+    return path
+
+
+def choices() -> dict[ShapeClass, str]:
+    """The shape classes 'auto' has timed, each with the path it runs ('mkl' or 'numpy')."""
+    with _State.lock:
+        table = list(_State.choices.items())
+    return {ShapeClass(op, np.dtype(char).name, *rest): path for (op, char, *rest), path in table}
+
+
+def clear_choices() -> None:
+    """Forget the timed choices: each shape class is timed again on its next call."""
+    with _State.lock:
+        _State.choices.clear()
+
+
+# ---------------------------------------------------------------------------------------------
 # Public entry points
 # ---------------------------------------------------------------------------------------------
 
@@ -566,21 +813,39 @@ def gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float = 1.0,
         return C
     if K == 0 or alpha == 0:
         return _scale_only(C, beta)
-    return _run(A, B, C, dt, alpha, beta,
-                lambda a, b, t: _mkl_gemm(a, b, t, M, N, K, alpha, beta))
+    return _run(A, B, C, dt, alpha, beta)
 
 
-def _run(A: np.ndarray, B: np.ndarray, C: np.ndarray, dt: np.dtype, alpha: float, beta: float,
-         mkl: Any) -> np.ndarray:
-    """`mkl(a, b, c)` where MKL is the path, else numpy's matmul; float16 goes through float32 temps."""
-    if (_State.resolved or _resolve()) == "mkl":
-        fn = mkl
+def _mkl_run(A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float, beta: float) -> None:
+    """The MKL path of gemm (2-D C) or batched_gemm (3-D C); sizes >= 1, float32 or float64."""
+    nb, M, N, K = _dims(A, C)
+    if C.ndim == 2:
+        _mkl_gemm(A, B, C, M, N, K, alpha, beta)
     else:
-        def fn(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> None:
-            _numpy_gemm(a, b, t, alpha, beta)
+        _mkl_batched(A, B, C, nb, M, N, K, alpha, beta)
+
+
+def _auto_run(A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float, beta: float) -> None:
+    nb, M, N, K = _dims(A, C)
+    if _auto_path(A, B, C, nb, M, N, K, alpha, beta) == "numpy":
+        _numpy_gemm(A, B, C, alpha, beta)
+    elif C.ndim == 2:
+        _mkl_gemm(A, B, C, M, N, K, alpha, beta)
+    else:
+        _mkl_batched(A, B, C, nb, M, N, K, alpha, beta)
+
+
+_PATHS: dict[str, Callable[..., None]] = {"mkl": _mkl_run, "numpy": _numpy_gemm,
+                                          "auto": _auto_run}
+
+
+def _run(A: np.ndarray, B: np.ndarray, C: np.ndarray, dt: np.dtype, alpha: float,
+         beta: float) -> np.ndarray:
+    """C = alpha A @ B + beta C on the resolved path; float16 goes through float32 temps."""
+    fn = _PATHS[_State.resolved or _resolve()]
     if dt == _F16:
-        return _float16(A, B, C, alpha, beta, fn)
-    fn(A, B, C)
+        return _float16(A, B, C, alpha, beta, lambda a, b, t: fn(a, b, t, alpha, beta))
+    fn(A, B, C, alpha, beta)
     return C
 
 
@@ -606,5 +871,4 @@ def batched_gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float = 1.0
         return C
     if K == 0 or alpha == 0:
         return _scale_only(C, beta)
-    return _run(A, B, C, dt, alpha, beta,
-                lambda a, b, t: _mkl_batched(a, b, t, nb, M, N, K, alpha, beta))
+    return _run(A, B, C, dt, alpha, beta)
