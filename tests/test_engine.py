@@ -126,3 +126,30 @@ def test_const_order():
     for tree in (u + u, 5.0 * (u + u), w):
         walked = P.walk(x, tree)[2]
         assert [walked[k] for k in P.const_order(tree)] == list(tree[0].consts)
+
+
+@pytest.mark.parametrize("form", ["assign", "out="])
+def test_a_gemm_statement_takes_the_fast_path(cpu, form):
+    a, b, o = cpu.array(data((6, 5))), cpu.array(data((5, 7), 1)), cpu.empty((6, 7))
+
+    def run():
+        if form == "assign":
+            o[:] = cpu.dot(a, b)
+        else:
+            cpu.dot(a, b, out=o)
+    assert walks_of(run) == 0
+    np.testing.assert_allclose(o.get(), a.get() @ b.get(), rtol=1e-5)
+
+
+def test_a_gemm_statement_into_its_own_operand_goes_the_safe_way(cpu):
+    x = data((5, 5))
+    a, b = cpu.array(x), cpu.array(data((5, 5), 1))
+    c = cpu.array(x.copy())
+    c[:] = cpu.dot(c, b)          # compiles the structure, then runs it again in place
+    c[:] = cpu.dot(c, b)
+    y = b.get()
+    np.testing.assert_allclose(c.get(), x @ y @ y, rtol=1e-5)
+    h = cpu.empty((5, 5), dtype=np.float64)   # another dtype: the general run converts
+    for _ in range(2):
+        h[:] = cpu.dot(a, b)
+    np.testing.assert_allclose(h.get(), x @ y, rtol=1e-5)

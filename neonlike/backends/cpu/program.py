@@ -79,10 +79,10 @@ class Program:
         # a kernel of the plan writes its output before reading its inputs again (render_numba's
         # stash): the output may then share no memory with any input, not even as the same view
         self.stash = any(k.stash for k in self.kernels.values())
-        self.fast = self._fast_runner(out, tensors, nodes)
         # `out[:] = dot(a, b)` runs straight into the output where it may (a compute-dtype output
         # sharing no memory with the operands)
         self.gemm_only = P.gemm_only(self.plan)
+        self.fast = self._fast_runner(out, tensors, nodes)
         if DEBUG >= 3:
             for k in self.kernels.values():
                 print(k.source)
@@ -92,6 +92,8 @@ class Program:
         reductions), that needs no node list; it returns False (and does nothing) where the
         general `run` must go."""
         plan = self.plan
+        if self.gemm_only:
+            return self._gemm_runner()
         if len(plan.stages) != 1 or plan.temps or any(t.dtype == F16 for t in tensors + [out]):
             return None
         k, stage = self.kernels[0], plan.stages[0]
@@ -166,6 +168,24 @@ class Program:
             fn(target, dom, *(t._hinfo[0] for t in tensors), *c)
             if fn is k.serial or fn is k.parallel:
                 nd_fns[par] = fn.dispatcher          # compiled: call numba directly from now on
+            return True
+        return fast
+
+    def _gemm_runner(self) -> Any:
+        """A runner for `out[:] = dot(a, b)` of two tensors: a GEMM into the output without a
+        walk (gemm.gemm goes through a temp where the output overlaps an operand); False
+        (nothing done) where a dtype is not the compute dtype or a size is zero."""
+        ia, ib = self.plan.stages[0].inputs
+        if max(ia, ib) >= self.plan.n_inputs:
+            return None
+        dt = self.dtype
+
+        def fast(out: Any, tensors: Any, consts: Any) -> bool:
+            target, a, b = out._host(), tensors[ia]._host(), tensors[ib]._host()
+            if consts or not (target.dtype == a.dtype == b.dtype == dt) or \
+                    0 in a.shape or 0 in b.shape or target.size == 0:
+                return False
+            gemm.gemm(a, b, target)
             return True
         return fast
 
