@@ -752,7 +752,7 @@ def test_auto_paths_agree(auto, rng, monkeypatch, dtype, layouts):
 
 def test_auto_table_is_bounded_and_cleared(auto, rng, monkeypatch):
     monkeypatch.setattr(G, "SMALL_MACS", 0)
-    monkeypatch.setattr(G, "MAX_CHOICES", 4)
+    monkeypatch.setattr(G._State.choices, "maxsize", 4)
     monkeypatch.setattr(G, "_time_paths", lambda run_mkl, run_numpy: "mkl")
     A = operand(rng, (40, 600), np.float32, "c")
     seen = []

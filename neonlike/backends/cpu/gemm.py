@@ -34,6 +34,8 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
+from ...memo import Memo
+
 __all__ = ["gemm", "batched_gemm", "backend_name", "set_backend", "choices", "clear_choices",
            "ShapeClass", "set_num_threads", "get_num_threads", "mkl_library_path", "ENV_VAR"]
 
@@ -195,7 +197,7 @@ class _State:
     mkl: _MKL | None = None
     mkl_error: str | None = None   # why MKL could not be loaded, when it could not
     tbb = False                    # MKL runs on its TBB threading layer (prefer_tbb_threading)
-    choices: dict = {}             # ShapeClass (as a tuple) -> 'mkl' or 'numpy', under 'auto'
+    choices = Memo("cpu.gemm_choices", MAX_CHOICES)  # ShapeClass tuple -> 'mkl' or 'numpy'
 
 
 def prefer_tbb_threading() -> str | None:
@@ -727,10 +729,7 @@ def _time_paths(run_mkl: Callable[[], Any], run_numpy: Callable[[], Any]) -> str
 
 def _remember(key: tuple, path: str) -> None:
     with _State.lock:
-        table = _State.choices
-        if key not in table and len(table) >= MAX_CHOICES:
-            del table[next(iter(table))]
-        table[key] = path
+        _State.choices.put(key, path)
 
 
 def _dims(A: np.ndarray, C: np.ndarray) -> tuple[int, int, int, int]:
