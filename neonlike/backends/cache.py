@@ -37,7 +37,6 @@ class KernelCache:
     """Compiled programs keyed by signature (a bounded Memo), plus the on-disk module store."""
 
     def __init__(self, name: str = "cpu.programs", maxsize: int = 512) -> None:
-        self.maxsize = maxsize
         self._entries = Memo(name, maxsize)
         self._modules = Memo(f"{name}.modules", 4 * maxsize)
         self._lock = threading.Lock()

@@ -10,7 +10,6 @@ without mkl-service), is a usage error (exit status 2), not a traceback.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 from typing import Any
 
 import numpy as np
@@ -63,11 +62,8 @@ class NeonArgparser(argparse.ArgumentParser):
                             "model_file": ns.model_file, "output_file": ns.output_file,
                             "progress_bar": not ns.no_progress_bar}
         if gen_be:
-            from ..backends import gen_backend
-            name = ns.backend
-            if name is None:
-                name = "mkl" if importlib.util.find_spec("mkl") is not None else "cpu"
-            ns.backend = name
+            from ..backends import _default_backend, gen_backend
+            name = ns.backend = ns.backend if ns.backend is not None else _default_backend()
             try:
                 ns.be = gen_backend(backend=name, rng_seed=ns.rng_seed,
                                     datatype=_DTYPES[ns.datatype], batch_size=ns.batch_size)

@@ -200,10 +200,9 @@ class Program:
             np.may_share_memory(target, a) and (self.stash or not _same_view(target, a))
             for a in bufs.values())
         if self.gemm_only and direct and target.dtype == dt:
-            stage = plan.stages[0]
-            if not any(np.may_share_memory(target, bufs[x]) for x in stage.inputs):
-                gemm.gemm(*(np.asarray(bufs[x], dtype=dt) for x in stage.inputs), target)
-                return
+            # gemm.gemm itself goes through a temp where the target overlaps an operand
+            gemm.gemm(*(np.asarray(bufs[x], dtype=dt) for x in plan.stages[0].inputs), target)
+            return
         bufs[plan.n_inputs] = target if direct else np.empty(out.shape, dtype=dt)
         for j, pos in enumerate(plan.temps):
             bufs[plan.n_inputs + 1 + j] = np.empty(nodes[pos].shape, dtype=dt)
