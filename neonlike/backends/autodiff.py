@@ -17,8 +17,12 @@ How (neon's algorithm, without its failures):
 - Ops whose derivative is zero almost everywhere (comparisons, sign, rounding, argmax, onehot)
   contribute nothing; an op without a rule raises NotImplementedError naming it.
 - What cannot be differentiated is refused by name: an op_tree that is not an op-tree or a Tensor
-  and a `be` that is not a backend (TypeError). A tensor the tree does not read gets zeros, as in
-  neon (whose tests rely on it), with an UnusedTensorWarning naming it.
+  and a `be` that is not a backend (TypeError); a gradient asked for something that is not a
+  Tensor (an op-tree, an array) and a buffer that is not one (TypeError); one buffer given for two
+  tensors, or overlapping views of one (ValueError, else only the last gradient would survive);
+  any use after cleanup() (RuntimeError). A tensor the tree does not read gets exact zeros of its
+  dtype (even where it holds inf or nan), as in neon (whose tests rely on it), with an
+  UnusedTensorWarning naming it.
 """
 from __future__ import annotations
 
@@ -204,8 +208,11 @@ def _constant(kind: str, shape: tuple, detail: Any) -> Any:
     t = _CONSTANTS.get(key)
     if t is None:
         values = _MAKERS[kind](shape, detail)
-        t = _CONSTANTS.put(key, be.array(values, dtype=np.float32 if values.size < 2 ** 24
-                                         else np.float64))
+        if kind == "zeros":   # detail: the dtype of the tensor they are the gradient of
+            dtype = np.dtype(detail)
+        else:                 # float32 holds ones and positions exactly below 2 ** 24
+            dtype = np.float32 if values.size < 2 ** 24 else np.float64
+        t = _CONSTANTS.put(key, be.array(values, dtype=dtype))
         t._constant_key = (kind, shape, detail)
     return t
 
@@ -228,7 +235,14 @@ def _make_iota(shape: tuple, axis: int | None) -> np.ndarray:
     return np.arange(shape[axis], dtype=np.float64).reshape(view)
 
 
-_MAKERS.update(ones=lambda shape, detail: np.ones(shape), iota=_make_iota)
+_MAKERS.update(ones=lambda shape, detail: np.ones(shape), iota=_make_iota,
+               zeros=lambda shape, detail: np.zeros(shape))
+
+
+def _no_gradient(t: Any) -> Any:
+    """The gradient of a tensor the tree does not depend on: an op-tree of exact zeros of t's shape
+    and dtype (neon's `t * 0.` gave nan where t held inf or nan)."""
+    return build(Op.ADD, _constant("zeros", tuple(t.shape), t.dtype), 0.0)
 
 
 def _pow(x: Any, y: Any, z: Any, dz: Grad, d: dict) -> tuple:
@@ -668,11 +682,59 @@ def _check_tensors(tensors: Any) -> list:
     if isinstance(tensors, Operators):
         raise TypeError(f"Autodiff: pass a list of Tensors, got a single {_describe(tensors)}")
     tensors = list(tensors)
-    for t in tensors:
+    for i, t in enumerate(tensors):
+        if isinstance(t, OpTreeNode):
+            raise TypeError(f"Autodiff: gradients are taken with respect to Tensors, got "
+                            f"{_describe(t)} at tensors[{i}]: the op-tree {_brief(t)} of shape "
+                            f"{t.shape}; an op-tree has no gradient of its own, ask for the "
+                            f"Tensors it reads")
         if not isinstance(t, Tensor):
             raise TypeError(f"Autodiff: gradients are taken with respect to Tensors, got "
-                            f"{_describe(t)}")
+                            f"{_describe(t)} at tensors[{i}]")
     return tensors
+
+
+def _brief(tree: OpTreeNode) -> str:
+    text = tree.pp()
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _check_buffers(gradients: Any, tensors: list) -> list:
+    """back_prop_grad's buffers: Tensors of their tensors' shapes, no two sharing an element."""
+    if isinstance(gradients, Operators):
+        raise TypeError(f"back_prop_grad: pass a list of Tensors to write the gradients into, got "
+                        f"a single {_describe(gradients)}")
+    gradients = list(gradients)
+    if len(tensors) != len(gradients):
+        raise ValueError(f"back_prop_grad: {len(tensors)} tensors but {len(gradients)} buffers")
+    for i, (t, buf) in enumerate(zip(tensors, gradients)):
+        if not isinstance(buf, Tensor):
+            hint = "; an op-tree cannot be written into" if isinstance(buf, OpTreeNode) else ""
+            raise TypeError(f"back_prop_grad: gradients[{i}] must be a Tensor to write the "
+                            f"gradient into, got {_describe(buf)}{hint}")
+        if tuple(buf.shape) != tuple(t.shape):
+            raise ValueError(f"back_prop_grad: the buffer for a tensor of shape {t.shape} has "
+                             f"shape {buf.shape}")
+    for j, b in enumerate(gradients):
+        for i in range(j):
+            a = gradients[i]
+            if a is b or _shares_elements(a, b):
+                what = "the same buffer" if a is b else "views sharing memory"
+                raise ValueError(f"back_prop_grad: gradients[{i}] and gradients[{j}] are {what}; "
+                                 f"each tensor needs a buffer of its own (else only the gradient "
+                                 f"written last survives)")
+    return gradients
+
+
+def _shares_elements(a: Any, b: Any) -> bool:
+    """Whether Tensors a and b (one being a view of the other's memory) share an element; True
+    where the device cannot say (Tensor._layout is None)."""
+    if a._original_base is not b._original_base:
+        return False
+    try:
+        return _gather_index(_view_detail(a, b)) is not None
+    except NotImplementedError:
+        return True
 
 
 class Autodiff:
@@ -721,16 +783,13 @@ class Autodiff:
                 for _, x, y in _dag_postorder(root):
                     reads.update((id(c), c) for c in (x, y) if isinstance(c, Tensor))
             self._reads = reads
-        if id(t) in self._reads:
-            return True
-        for v in self._reads.values():
-            if v._original_base is t._original_base:
-                try:
-                    if _gather_index(_view_detail(v, t)) is not None:
-                        return True
-                except NotImplementedError:   # the device cannot say: assume they overlap
-                    return True
-        return False
+        return id(t) in self._reads or any(_shares_elements(v, t) for v in self._reads.values())
+
+    def _check_alive(self, method: str) -> None:
+        if self._leaves is None:
+            raise RuntimeError(f"Autodiff.{method}: this Autodiff was cleaned up (cleanup() frees "
+                               f"its gradients); build a new Autodiff(op_tree, be) to take them "
+                               f"again")
 
     def _unused(self, t: Any) -> None:
         """Warn, once per Autodiff and tensor, that `t`'s gradient is zeros because the tree does
@@ -745,7 +804,9 @@ class Autodiff:
     def get_grad_op_tree(self, tensors: Sequence[Any]) -> list:
         """One gradient op-tree per tensor, of the tensor's shape. A leaf that is a view of a
         tensor asked about (x[0], x.T) gives its gradient in the view's place. A tensor the tree
-        does not read gets `tensor * 0.` (as neon) and an UnusedTensorWarning naming it."""
+        does not depend on gets exact zeros (neon: `tensor * 0.`), and an UnusedTensorWarning
+        naming it where the tree does not read it at all."""
+        self._check_alive("get_grad_op_tree")
         out = []
         with _on(self.be):
             for t in _check_tensors(tensors):
@@ -759,11 +820,12 @@ class Autodiff:
                         g = e if g is None else add(g, e)
                 if g is None:
                     self._unused(t)
-                out.append(build(Op.MUL, t, 0.0) if g is None else g)
+                out.append(_no_gradient(t) if g is None else g)
         return out
 
     def get_grad_tensor(self, tensors: Sequence[Any]) -> list:
         """The gradients executed into new tensors."""
+        self._check_alive("get_grad_tensor")
         tensors = _check_tensors(tensors)
         grads = self.get_grad_op_tree(tensors)
         out = []
@@ -774,17 +836,15 @@ class Autodiff:
         return out
 
     def get_grad_asnumpyarray(self, tensors: Sequence[Any]) -> list:
+        self._check_alive("get_grad_asnumpyarray")
         return [g.get().astype(self.be.default_dtype) for g in self.get_grad_tensor(tensors)]
 
     def back_prop_grad(self, tensors: Sequence[Any], gradients: Sequence[Any]) -> None:
         """Execute each gradient into the matching preallocated buffer."""
-        tensors, gradients = _check_tensors(tensors), list(gradients)
-        if len(tensors) != len(gradients):
-            raise ValueError(f"back_prop_grad: {len(tensors)} tensors but {len(gradients)} buffers")
-        for t, buf in zip(tensors, gradients):
-            if tuple(buf.shape) != tuple(t.shape):
-                raise ValueError(f"back_prop_grad: the buffer for a tensor of shape {t.shape} has "
-                                 f"shape {buf.shape}")
+        self._check_alive("back_prop_grad")
+        tensors = _check_tensors(tensors)
+        gradients = _check_buffers(gradients, tensors)
+        for buf in gradients:
             if any(buf._original_base is v._original_base for v, _ in self._leaves.values()):
                 raise ValueError("back_prop_grad: a gradient buffer shares memory with a tensor "
                                  "of the graph; its gradients read it")
@@ -795,7 +855,10 @@ class Autodiff:
             buf[:] = g
 
     def cleanup(self) -> None:
-        self._leaves, self._reads, self._warned = {}, None, {}
+        """Free the gradients and the trees they read (as neon); using this Autodiff afterwards
+        raises RuntimeError."""
+        self._leaves, self._reads, self._warned = None, None, {}
+        self.op_tree = self.next_error = None
 
 
 __all__ = ["Autodiff", "UnusedTensorWarning", "RULES", "gradients", "leaf_gradients", "unbroadcast",
