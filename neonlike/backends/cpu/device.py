@@ -126,6 +126,26 @@ def _fused() -> Any:
                           "with numpy (pip install numba for fused kernels)", RuntimeWarning, 2)
             _FUSED.append(None)
         else:
-            from .program import ENGINE
-            _FUSED.append(ENGINE)
+            _FUSED.append(_import_engine())
     return _FUSED[0]
+
+
+def _import_engine() -> Any:
+    """program.ENGINE, imported (numba with it) with Ctrl-C held until the import is over, then
+    raised: numba cut off half-way stays broken for the process ("module 'numba' has no attribute
+    'core'") and cannot be imported again (its extension modules load once per process)."""
+    import signal
+    import threading
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous is None:
+        from .program import ENGINE     # signals reach the main thread only; None: set from C
+        return ENGINE
+    held: list = []
+    signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    try:
+        from .program import ENGINE
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if held:
+        signal.raise_signal(signal.SIGINT)   # to the caller's handler: KeyboardInterrupt by default
+    return ENGINE
