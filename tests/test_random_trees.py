@@ -1056,3 +1056,145 @@ def test_str_pp_traverse_of_random_trees(case: Case) -> None:
         if x.name is not None:
             assert x.name in text and x.name in infix
     assert tuple(tree[0]["shape"]) == case.shape
+
+
+# ================================================================ edge values: first run = later runs
+# The properties above pin the reference interpreter against the float64 oracle. This one pins the
+# compiled kernels against the reference (issue 13, point 8): a random tree over leaves full of
+# signed zeros, subnormals, inf and nan runs twice on the fused CPU engine with jit_after=2, once
+# interpreted (the reference) and once compiled, and both give the reference's bits, -0.0 told
+# from +0.0 and nan positions included. The trees hold the ops that numpy and the kernels round
+# the same way (IEEE + - * / sqrt, comparisons, min/max, rint/floor/ceil, ...; max/min
+# reductions), so equal bits are the rule; half of them get one op of APPROX_UNARY at the root,
+# where the two implementations may differ by EDGE_ULPS ulps (see tests/test_edge_values.py) but
+# nan, inf, zero and signs still agree. Sums and dots are left out: their rounding follows the
+# order of the additions, which the kernels choose.
+# numpy's max/min over several axes at once may walk them in memory order, or reduce a long
+# contiguous run with SIMD lanes, and then the sign of a zero result is not its fold's (the last
+# zero's, which the kernels give): for such trees the sign of a zero is not compared.
+
+EXACT_UNARY = ("neg", "abs", "sqr", "sqrt", "relu", "sgn", "rint", "floor", "ceil", "finite", "not")
+APPROX_UNARY = ("sig", "sig2", "tanh", "tanh2", "exp", "safelog", "softplus", "atan")
+EDGE_ULPS = {np.dtype(np.float32): 4, np.dtype(np.float64): 2}
+EDGE_VALUES = FLOAT_EDGES + (-0.0, -0.0, 1e-45, -1e-45, 1e-39, -1.1e-38, 2.0 ** -140, 1e-310,
+                             -1e-310, -88.8, -88.7, -100.0, -128.0, -149.5, 88.8, 710.0, -745.5)
+
+
+def edge_values(seed: int, dtype: np.dtype, shape: tuple) -> np.ndarray:
+    """Leaf data: half edge values, half small dyadic numbers (ties for rint, equal values)."""
+    rng = np.random.default_rng(seed)
+    n = math.prod(shape)
+    if dtype.kind != "f":
+        return make_values(seed, 3, dtype, shape)
+    x = rng.integers(-6, 7, n) / rng.choice([1.0, 2.0, 4.0], n)
+    x = np.where(rng.random(n) < 0.5, rng.choice(EDGE_VALUES, n), x)
+    with np.errstate(over="ignore"):
+        return x.astype(dtype).reshape(shape)
+
+
+class _EdgeGen(_Gen):
+    """Trees of the ops numpy and the kernels round alike, over leaves of edge values."""
+
+    def new_leaf(self, shape: tuple, dtype: Any = None, how: str | None = None) -> tuple:
+        desc, shape = super().new_leaf(shape, dtype, how)
+        spec = self.leaves[-1]
+        spec.data = edge_values(self.draw(st.integers(0, 2**32 - 1)), spec.data.dtype,
+                                spec.data.shape)
+        return desc, shape
+
+    def node_un(self, target: tuple, mode: str, r: int, name: str | None = None) -> tuple:
+        return super().node_un(target, mode, r, self.draw(pick(EXACT_UNARY)) if name is None
+                               else name)
+
+    def node_red(self, target: tuple, mode: str, r: int, name: Any = None) -> tuple:
+        return super().node_red(target, mode, r, self.draw(pick(["max", "min"])))
+
+    def node_dot(self, target: tuple, mode: str, r: int, name: Any = None) -> tuple:
+        return self.node_arith(target, mode, r)
+
+    def node_pow(self, target: tuple, mode: str, r: int, name: Any = None) -> tuple:
+        return self.node_arith(target, mode, r)
+
+
+@st.composite
+def edge_cases(draw: Any) -> Case:
+    out_arg, out_shape = draw(out_shapes())
+    gen = _EdgeGen(draw)
+    r = 1 + draw(st.integers(0, 2**16)) % (MAX_DEPTH - 1)
+    desc, shape = gen.node(out_shape, "bcast", r, root=True)
+    approx = draw(st.booleans())
+    if approx:
+        desc = gen._unary(draw(pick(APPROX_UNARY)), desc)
+    out_dtype = draw(pick(("float32", "float64") if approx else DTYPES))
+    return Case(desc, shape, gen.leaves, out_arg, out_shape, np.dtype(out_dtype))
+
+
+def _nodes(desc: tuple) -> Any:
+    yield desc
+    for d in children(desc):
+        yield from _nodes(d)
+
+
+def assert_same_bits(got: np.ndarray, want: np.ndarray, ulps: int, zero_sign: bool,
+                     context: str) -> None:
+    """Equal values, nan where nan, the sign of every zero (unless not zero_sign); finite
+    non-zero floats of one sign may be `ulps` apart."""
+    assert got.dtype == want.dtype and got.shape == want.shape, context
+    if got.dtype.kind != "f":
+        assert np.array_equal(got, want), f"{got} != {want}\n{context}"
+        return
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    gn, wn = np.isnan(g), np.isnan(w)
+    ok = (gn == wn) & (np.isinf(g) == np.isinf(w)) & ((g == 0) == (w == 0))
+    sign = np.signbit(g) == np.signbit(w)
+    ok &= gn | sign | ((g == 0) & (not zero_sign))
+    close = gn | (g == w)
+    if ulps:
+        bits = np.dtype(f"i{got.dtype.itemsize}")
+        gi, wi = (x.view(bits).astype(np.int64) for x in (got, want))
+        close |= ~gn & (np.abs(gi - wi) <= ulps)
+    ok &= close
+    if not ok.all():
+        bad = np.argwhere(~ok)[:6]
+        rows = "\n".join(f"  at {tuple(int(i) for i in ix)}: got {got[tuple(ix)]!r}, "
+                         f"want {want[tuple(ix)]!r}" for ix in bad)
+        raise AssertionError(f"{int((~ok).sum())} of {ok.size} elements differ\n{rows}\n{context}")
+
+
+@settings(max_examples=max(10, settings().max_examples // 4))
+@given(case=edge_cases())
+def test_edge_value_trees_first_and_later_runs_agree_bit_for_bit(case: Case) -> None:
+    pytest.importorskip("numba")
+    from neonlike.backends import reference
+    from neonlike.backends.cpu import device as nervanacpu
+    from neonlike.backends.cpu import program as fused_cpu
+    engine = fused_cpu.ENGINE
+    saved, saved_after = nervanacpu._FUSED[:], engine.jit_after
+    nervanacpu._FUSED[:], engine.jit_after = [engine], 2
+    try:
+        be = backend("cpu")
+        tensors = make_tensors(case, be)
+        tree, _ = build(case.desc, be, tensors)
+        out = be.empty(case.out_arg, dtype=case.out_dtype)
+        want = be.empty(case.out_arg, dtype=case.out_dtype)
+        with np.errstate(all="ignore"):
+            want._store(reference.evaluate(tree, reference.tree_dtype(out, tree)))
+            before = engine.stats["interpreted"]
+            out[:] = tree
+            first = out.get()
+            out[:] = build(case.desc, be, tensors)[0]
+            second = out.get()
+    finally:
+        nervanacpu._FUSED[:], engine.jit_after = saved, saved_after
+    fmt = compute_fmt(case, case.desc)
+    context = _context(case, case.desc, tree, fmt)
+    note(context)
+    interpreted = engine.stats["interpreted"] - before
+    event(f"first run interpreted: {bool(interpreted)}")
+    approx = case.desc[0] == "un" and case.desc[1] in APPROX_UNARY
+    zero_sign = not any(d[0] == "red" and len(d[2]) > 1 for d in _nodes(case.desc))
+    event(f"approximate root: {approx}; zero signs compared: {zero_sign}")
+    assert_same_bits(first, want.get(), 0, True if interpreted else zero_sign,
+                     "first run\n" + context)
+    assert_same_bits(second, want.get(), EDGE_ULPS[fmt.dtype] if approx else 0, zero_sign,
+                     "second (compiled) run\n" + context)

@@ -32,10 +32,11 @@ from ...kernels import fill, sections, template
 from .render_reduce import (BLOCK, BLOCK_MULTI, CHUNKS, LANES, REDUCTIONS, TILE_ELEMS, _R_NAMES,
                             render_reductions)
 
-RENDERER_VERSION = 6
+RENDERER_VERSION = 7   # 7: sgn(-0.0), max/min zero ties, vecmath sig/exp2 underflow (issue 13)
 
 _U = {  # unary ops: a format of the operand's variable name
-    Op.NEG: "(-{0})", Op.ABS: "abs({0})", Op.SGN: "np.sign({0})", Op.SQRT: "np.sqrt({0})",
+    Op.NEG: "(-{0})", Op.ABS: "abs({0})", Op.SQRT: "np.sqrt({0})",
+    Op.SGN: "(np.sign({0}) + ZERO)",   # + 0: numpy's sign(-0.0) is +0.0, np.sign in Numba -0.0
     Op.SQR: "({0} * {0})", Op.EXP: "np.exp({0})", Op.LOG: "np.log({0})", Op.EXP2: "np.exp2({0})",
     Op.LOG2: "np.log2({0})", Op.SIG: "(ONE / (ONE + np.exp(-{0})))",
     Op.SIG2: "(ONE / (ONE + np.exp2(-{0})))", Op.TANH: "np.tanh({0})",

@@ -331,6 +331,8 @@ def _pass(ctx: _Context, r: int, done: set) -> None:
     src.depth = depth
     if ctx.lanes_mode:
         _combine_lanes(ctx, r, op)
+        if op not in _ARG:
+            _zero_ties(ctx, r, order)
 
 
 def _sum_pass(ctx: _Context, r: int, order: list) -> None:
@@ -359,6 +361,28 @@ def _combine_lanes(ctx: _Context, r: int, op: Op) -> None:
     src.add(f"        {comb}")
     src.add("    h //= 2")
     src.add(f"s{r} = a{r}[0]")
+
+
+def _zero_ties(ctx: _Context, r: int, order: list) -> None:
+    """max/min over the innermost axis whose result is zero: the sign of the last zero.
+
+    numpy's max is a fold `m = maximum(m, x)`, ties going to the later element, so of +0 and -0
+    it keeps the sign of the last zero; the lanes (element u + k * LANES in lane u) lose that
+    order. Rare (only where the result is exactly zero), so a second walk rather than an index
+    per lane. (Reductions that keep the innermost axis fold in order already.)"""
+    src, inner = ctx.src, ctx.inner
+    depth = src.depth
+    src.add(f"if s{r} == ZERO:  # +-0: the sign of the last zero, as numpy's fold")
+    src.depth += 1
+    ctx.open_loops(ctx.outer_red, "dom")
+    src.add(f"for q in range(0, dom[{inner}], LANES):")
+    src.add(f"    w = min(LANES, dom[{inner}] - q)")
+    src.depth += 1
+    ctx.body(order, True, "q")
+    v = f"v{ctx.program[r].args[0]}"
+    src.add(f"if {v} == ZERO:")
+    src.add(f"    s{r} = {v}")
+    src.depth = depth
 
 
 def _epilogue(ctx: _Context, done: set) -> None:

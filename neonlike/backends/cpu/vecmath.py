@@ -36,7 +36,10 @@ faster exp32 here) and multiply-then-add elsewhere; the bounds below hold, and w
 
 Accuracy: max error in float32 ulps against the correctly rounded result (the float64 libm value
 rounded to float32), counted as the distance in the ordered list of float32 values (0 = correctly
-rounded), measured over ALL 2**32 inputs, with and without FMA (see `MAX_ULP`):
+rounded), measured over ALL 2**32 inputs, with and without FMA (see `MAX_ULP`); the float32
+underflow cut-offs below (sig, sig2, exp2: +0 where numpy's float32 formula gives +0) are the
+reference interpreter's, not the correctly rounded value's. Against numpy's float32 results
+(the reference interpreter's) every function is within 4 ulps (tests/test_edge_values.py):
 
     ==========  =======  ================================================================
     function    max ulp  computes
@@ -60,7 +63,8 @@ Special values (all tested in tests/test_vecmath.py):
   inf from x = 88.72284 up (exp(89) = inf). Underflow is gradual: from x = -87.33655 down it is a
   subnormal, correctly rounded to within 1 ulp, and +0 once e**x < 2**-150 (x <= -103.972084; so
   exp(-104) = +0). Never -0. exp2_32 likewise: exact powers of two for integer x in [-149, 127],
-  inf from x = 128, 2**-150 rounds (ties-to-even) to +0.
+  inf from x = 128, and +0 from x = -149.5 down, as numpy's float32 exp2 (the reference
+  interpreter's) is there, though 2**-149.5 would round to the smallest subnormal.
 * log32 / log2_32: log(+-0) = -inf, log(x < 0) = nan (-inf included), log(inf) = inf, log(1) = +0,
   subnormal inputs are exact-exponent (log(1e-45) = -103.27893, log2(2**-149) = -149; log2 of every
   power of two is exact).
@@ -68,8 +72,9 @@ Special values (all tested in tests/test_vecmath.py):
 * tanh32 / tanh2_32: odd bit for bit, tanh(-0) = -0, tiny x gives x (x*ln2), subnormals included; exactly
   +-1 once the true value rounds to it (|x| >= 8.67 for tanh32, >= 12.5 for tanh2_32), inf included.
 * sig32 / sig2_32: sig(+-0) = 0.5, sig(x) = 1 exactly from x = 16.64 (sig32), sig(inf) = 1; for x < 0 it is
-  exp(x) / (1 + exp(x)), so sig(-large) is the tiny exp(x), as accurate as exp32 (subnormal down to
-  x = -103.97, then +0; sig(-inf) = +0), never 1/(1+inf) rounding too early.
+  exp(x) / (1 + exp(x)), so sig(-large) is the tiny exp(x), as accurate as exp32, subnormals
+  included, down to where the reference interpreter's float32 e**-x (2**-x) overflows: from
+  x = -88.72284 (-128) down it is +0, as its 1 / (1 + inf) is (sig(-inf) = +0).
 * softplus32: softplus(x) = x exactly once log1p(e**-x) is below half an ulp of x (from x = 14.56),
   softplus(inf) = inf, softplus(-inf) = +0, softplus(0) = log 2, and for x < 0 the result tracks
   e**x down into the subnormals (no log(1 + tiny) = 0 cancellation).
@@ -219,6 +224,10 @@ _EXP_HI = F(89.0)
 _EXP_LO = F(-104.0)
 _EXP2_HI = F(129.0)
 _EXP2_LO = F(-151.0)
+_EXP2_ZERO = F(-149.5)              # numpy's float32 exp2 is +0 from here down (2**-149.5 rounds to
+                                    # the smallest subnormal, but the reference interpreter's is 0)
+_EXP_OVF = F(88.72284)              # the first float32 whose exp overflows (numpy's and exp32's)
+_EXP2_OVF = F(128.0)                # ... and whose exp2 overflows
 _TINY = F(1.1754943508222875e-38)   # smallest normal float32
 _TWO23 = F(8388608.0)
 _SAFELOG_MIN = F(math.exp(-50.0))
@@ -284,7 +293,7 @@ def exp2_32(x):
     """2**x."""
     x = F(x)
     x = _EXP2_HI if x > _EXP2_HI else x
-    x = _EXP2_LO if x < _EXP2_LO else x
+    x = _EXP2_LO if x <= _EXP2_ZERO else x
     t = x + _MAGIC
     n = _isub(bitcast_f32_to_i32(t), _MAGIC_BITS)
     r = x - (t - _MAGIC)
@@ -381,18 +390,21 @@ def tanh2_32(x):
 
 @_jit
 def sig32(x):
-    """Logistic 1 / (1 + e**-x), computed from e**-|x| so that it never overflows."""
+    """Logistic 1 / (1 + e**-x), computed from e**-|x|; +0 where the float32 e**-x overflows (as
+    the reference's 1 / (1 + inf) is)."""
     x = F(x)
     t = exp32(-abs(x))
-    return (_ONE if x >= _ZERO else t) / (_ONE + t)
+    num = _ONE if x >= _ZERO else (t if x > -_EXP_OVF else _ZERO)
+    return num / (_ONE + t)
 
 
 @_jit
 def sig2_32(x):
-    """1 / (1 + 2**-x), computed from 2**-|x|."""
+    """1 / (1 + 2**-x), computed from 2**-|x|; +0 where the float32 2**-x overflows."""
     x = F(x)
     t = exp2_32(-abs(x))
-    return (_ONE if x >= _ZERO else t) / (_ONE + t)
+    num = _ONE if x >= _ZERO else (t if x > -_EXP2_OVF else _ZERO)
+    return num / (_ONE + t)
 
 
 @_jit
