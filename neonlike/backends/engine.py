@@ -22,10 +22,14 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from typing import Any, Callable
 
+import numpy as np
+
 from ..memo import Memo
-from ..optree import OpTreeNode, tensor_token
+from ..ops import Kind
+from ..optree import OpTreeNode, Tensor_, tensor_token
 from .. import plan as P
 from . import reference
 
@@ -42,17 +46,36 @@ def jit_after_default() -> int:
     return max(1, int(os.environ.get("NEONLIKE_JIT_AFTER", "2") or 2))
 
 
+def max_compiled_default() -> int:
+    """NEONLIKE_MAX_COMPILED: the structures one process compiles at most (default 2048); later
+    new structures run interpreted. Compiled code is never given back within a process (numba's
+    MCJIT), so this bounds the memory kernels take: ~0.2-0.35 MB a structure loaded through the
+    CPU's compile worker (benchmarks/README.md), ~2-4.5 MB compiled in the process itself."""
+    return max(0, int(os.environ.get("NEONLIKE_MAX_COMPILED", "2048") or 0))
+
+
+# Trees whose largest operand or output has at least this many elements compile on their first
+# run: the interpreter holds a full-size array per node (and the tier exists for small one-off
+# trees, whose compile would cost more than it saves).
+COMPILE_AT_ONCE = 1 << 20
+# The interpreter evaluates an elementwise tree over this many output elements at a time, so its
+# temporaries stay bounded (~1 MB per node) whatever the size.
+INTERPRET_CHUNK = 1 << 17
+
+
 class Engine:
     """One device's execute pipeline over its program cache (a KernelCache keyed by signature)."""
 
     def __init__(self, name: str, compile: Callable[..., Any], programs: Any,
-                 jit_after: int = 1) -> None:
+                 jit_after: int = 1, max_compiled: int | None = None) -> None:
         self.name, self.compile, self.programs = name, compile, programs
         self.jit_after = jit_after
+        self.max_compiled = max_compiled_default() if max_compiled is None else max_compiled
+        self.compiled = 0            # programs compiled in this process (never reset: see above)
         self.seen = Memo(f"{name}.runs_before_compile", 8192)
         self.runners = Memo(f"{name}.fast_runners", 4096)   # fast key -> runner
         # statements that took the walk (the fast path keeps no count: it is the hot path)
-        self.stats = {"walks": 0, "interpreted": 0}
+        self.stats = {"walks": 0, "interpreted": 0, "over_budget": 0}
 
     def execute(self, out: Any, value: Any) -> None:
         """out[:] = value (an op-tree, a Tensor or a number)."""
@@ -96,12 +119,14 @@ class Engine:
             print(f"neonlike{'' if self.name == 'cpu' else ' ' + self.name}: "
                   f"{out.name or 'out'}[:] = {pp}"
                   + (" (cache hit)" if program is not None and DEBUG >= 2 else ""))
-        if program is None and self._interpret_first(walk_key):
+        if program is None and (self._over_budget()
+                                or self._interpret_first(walk_key, out, tensors)):
             self.stats["interpreted"] += 1
-            out._store(reference.evaluate(value, reference.tree_dtype(out, value)))
+            interpret(out, value, tensors, nodes)
             return
         if program is None:
             program = self.compile(walk_key, out, value, tensors, nodes)
+            self.compiled += 1
             for observe in PLAN_OBSERVERS:
                 observe(program.plan, tensors, out, nodes, program.dtype)
             self.programs.put(walk_key, program)
@@ -115,9 +140,10 @@ class Engine:
             return
         program.run(out, tensors, consts, nodes)
 
-    def _interpret_first(self, key: tuple) -> bool:
-        """Tiered execution: a structure is interpreted its first jit_after - 1 runs."""
-        if self.jit_after <= 1:
+    def _interpret_first(self, key: tuple, out: Any, tensors: list) -> bool:
+        """Tiered execution: a structure is interpreted its first jit_after - 1 runs (unless its
+        tensors are large: COMPILE_AT_ONCE)."""
+        if self.jit_after <= 1 or max([out.size] + [t.size for t in tensors]) >= COMPILE_AT_ONCE:
             return False
         n = self.seen.get(key, 0) + 1
         if n >= self.jit_after:
@@ -125,6 +151,44 @@ class Engine:
             return False
         self.seen.put(key, n)
         return True
+
+
+    def _over_budget(self) -> bool:
+        """Whether this process has compiled its NEONLIKE_MAX_COMPILED structures (one warning)."""
+        if self.compiled < self.max_compiled:
+            return False
+        if not self.stats["over_budget"]:
+            warnings.warn(f"neonlike: {self.compiled} structures compiled in this process, its "
+                          f"budget (NEONLIKE_MAX_COMPILED={self.max_compiled}: compiled code stays "
+                          "in memory until the process ends); new structures run interpreted "
+                          "from now on", RuntimeWarning, stacklevel=4)
+        self.stats["over_budget"] += 1
+        return True
+
+
+def interpret(out: Any, value: Any, tensors: list, nodes: list) -> None:
+    """out[:] = value by the reference interpreter; an elementwise tree over a large output goes
+    INTERPRET_CHUNK elements at a time (rows of its first axis), where no operand shares the
+    output's memory."""
+    dtype = reference.tree_dtype(out, value)
+    rows = out.shape[0]
+    if (out.size <= INTERPRET_CHUNK or rows < 2
+            or any(n.kind is not Kind.ELEMENTWISE or len(n.shape) != out.ndim for n in nodes)
+            or any(t.ndim != out.ndim for t in tensors)
+            or any(t._original_base is out._original_base for t in tensors)):
+        out._store(reference.evaluate(value, dtype))
+        return
+    step = max(1, INTERPRET_CHUNK // (out.size // rows))
+
+    def rows_of(x: Any, dt: np.dtype, start: int, stop: int) -> np.ndarray:
+        if isinstance(x, Tensor_) and x.shape[0] == rows:   # a tensor with the output's rows
+            x = x[start:stop]
+        return reference.read_leaf(x, dt)
+
+    for start in range(0, rows, step):
+        stop = min(rows, start + step)
+        out[start:stop]._store(reference.evaluate(
+            value, dtype, leaf=lambda x, dt: rows_of(x, dt, start, stop)))
 
 
 def _position(leaves: tuple, t: Any) -> int:
@@ -155,4 +219,4 @@ def _shared_constants(fast: Callable[..., bool], order: list) -> Callable[..., b
     return runner
 
 
-__all__ = ["Engine", "PLAN_OBSERVERS", "jit_after_default"]
+__all__ = ["Engine", "PLAN_OBSERVERS", "jit_after_default", "max_compiled_default", "interpret"]

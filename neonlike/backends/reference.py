@@ -20,12 +20,15 @@ def tree_dtype(out: Any, value: Any) -> np.dtype:
     return compute_dtype([out.dtype] + [t.dtype for t in leaves if isinstance(t, Operators)])
 
 
-def evaluate(value: Any, dtype: np.dtype) -> np.ndarray:
+def evaluate(value: Any, dtype: np.dtype, leaf: Any = None) -> np.ndarray:
     """The value of a tree (or a single leaf) as an array of `dtype` and of the tree's shape.
 
-    A node object reached twice (a shared subtree: `y + y`) is computed once."""
+    A node object reached twice (a shared subtree: `y + y`) is computed once. `leaf(x, dtype)`,
+    where given, reads the leaves instead of `read_leaf`: an elementwise tree then takes the
+    shape its leaves broadcast to (the engine evaluates a large tree by rows that way)."""
     if not isinstance(value, OpTreeNode):
-        return _leaf(value, dtype)
+        return (leaf or _leaf)(value, dtype)
+    chunked, leaf = leaf is not None, leaf or _leaf
     order = dag_postorder(value)
     uses: dict = {}
     for node in order:
@@ -37,10 +40,10 @@ def evaluate(value: Any, dtype: np.dtype) -> np.ndarray:
         for node in order:
             d = node[0]
             info = OP_INFO[Op(d["op"])]
-            args = [_take_value(values, uses, c) if type(c) is OpTreeNode else _leaf(c, dtype)
+            args = [_take_value(values, uses, c) if type(c) is OpTreeNode else leaf(c, dtype)
                     for c in (node[1], node[2])[:info.arity]]
             result = np.asarray(info.ref(d, *args), dtype=dtype)
-            if result.shape != d["shape"]:
+            if result.shape != d["shape"] and not chunked:
                 result = result.reshape(d["shape"])
             values[id(node)] = result
     return values[id(value)]
@@ -56,6 +59,10 @@ def _take_value(values: dict, uses: dict, node: Any) -> np.ndarray:
 
 
 def _leaf(x: Any, dtype: np.dtype) -> np.ndarray:
+    """A leaf (a Tensor or a number) as an array of `dtype`."""
     if isinstance(x, Operators):
         return x._host().astype(dtype, copy=False)
     return np.full((1, 1), x, dtype=dtype)
+
+
+read_leaf = _leaf

@@ -27,7 +27,7 @@ from ...optree import OpTreeNode, Operators, _broadcast2, shape_of
 from .. import reference
 from ..cache import CPU_CACHE, timed_first_call
 from ..engine import DEBUG, Engine, jit_after_default
-from . import gemm
+from . import compiler, gemm
 from . import render as render_numba
 
 # Elements from which a stage runs on every core (below, a parallel launch costs more than it
@@ -48,12 +48,19 @@ class Kernel:
     def __init__(self, source: str, module: Any, bufs: tuple, consts: tuple) -> None:
         self.source, self.bufs, self.consts = source, bufs, consts
         self.stash = "# stash:" in source  # see Program.stash
-        self.serial = timed_first_call(module.kernel_serial, CPU_CACHE.stats)
-        self.parallel = timed_first_call(module.kernel_parallel, CPU_CACHE.stats)
+        self.serial = _first_call(module, module.kernel_serial)
+        self.parallel = _first_call(module, module.kernel_parallel)
         self.flat = hasattr(module, "kernel_flat_serial")
         if self.flat:
-            self.flat_serial = timed_first_call(module.kernel_flat_serial, CPU_CACHE.stats)
-            self.flat_parallel = timed_first_call(module.kernel_flat_parallel, CPU_CACHE.stats)
+            self.flat_serial = _first_call(module, module.kernel_flat_serial)
+            self.flat_parallel = _first_call(module, module.kernel_flat_parallel)
+
+
+def _first_call(module: Any, fn: Any) -> Any:
+    """`fn` (a kernel's dispatcher), its first call compiled by the compile worker (compiler.py)
+    and timed (cache.timed_first_call)."""
+    return timed_first_call(fn, CPU_CACHE.stats,
+                            lambda args: compiler.WORKER.compile(module, fn, args))
 
 
 class Program:
