@@ -8,6 +8,9 @@ __device__ __forceinline__ float nl_max(float a, float b) { return (a > b || a !
 __device__ __forceinline__ double nl_max(double a, double b) { return (a > b || a != a) ? a : b; }
 __device__ __forceinline__ float nl_min(float a, float b) { return (a < b || a != a) ? a : b; }
 __device__ __forceinline__ double nl_min(double a, double b) { return (a < b || a != a) ? a : b; }
+// numpy's float32 exp2 is +0 from x = -149.5 down (2**-149.5 would round to the smallest subnormal)
+__device__ __forceinline__ float nl_exp2(float x) { return x <= -149.5f ? 0.0f : exp2f(x); }
+__device__ __forceinline__ double nl_exp2(double x) { return exp2(x); }
 // an integer store (neonlike.dtypes.cast_for_store): nan -> 0, saturate, round half to even
 __device__ __forceinline__ float nl_sat(float v, float lo, float hi) {
     return v != v ? 0.0f : (v >= hi ? hi : (v <= lo ? lo : rintf(v)));

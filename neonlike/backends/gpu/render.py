@@ -67,7 +67,7 @@ _U = {  # unary ops
     Op.NEG: "-{a}", Op.ABS: "fabs{f}({a})", Op.SQRT: "sqrt{f}({a})", Op.SQR: "{a} * {a}",
     # numpy's sign: +0 for +-0, nan for nan
     Op.SGN: "({a} > {zero} ? {one} : ({a} < {zero} ? -{one} : ({a} == {zero} ? {zero} : {a})))",
-    Op.EXP: "exp{f}({a})", Op.LOG: "log{f}({a})", Op.EXP2: "exp2{f}({a})",
+    Op.EXP: "exp{f}({a})", Op.LOG: "log{f}({a})", Op.EXP2: "nl_exp2({a})",
     Op.LOG2: "log2{f}({a})", Op.SIG: "{one} / ({one} + exp{f}(-{a}))",
     Op.SIG2: "{one} / ({one} + exp2{f}(-{a}))", Op.TANH: "tanh{f}({a})",
     Op.TANH2: "tanh{f}({a} * {ln2})", Op.SAFELOG: "log{f}(nl_max({a}, {safelog_min}))",
