@@ -34,7 +34,12 @@ def cache_stats() -> dict:
 
 def clear_caches() -> None:
     """Forget every compiled program and memoised table held in memory (every Memo: kernels,
-    structures, gradient plans, ...) and zero the counters; files on disk stay."""
+    structures, gradient plans, ...) and zero the counters; files on disk stay.
+
+    What it cannot free: the machine code of kernels already compiled or loaded, which Numba
+    keeps until the process ends (MCJIT). It is bounded instead: kernels compile in a child
+    process and load here from disk (~0.2-0.35 MB each), and a process compiles at most
+    NEONLIKE_MAX_COMPILED structures (README, "Environment variables")."""
     from .backends.cache import CPU_CACHE
     from .memo import clear_all
     CPU_CACHE.clear()
