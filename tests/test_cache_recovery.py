@@ -45,8 +45,10 @@ SCRIPT = textwrap.dedent("""
 
 
 def child_env(cache: Path, tmp: Path) -> dict:
+    """The child's environment: kernels compile as shipped, in the compile worker (cpu/compiler.py),
+    whose child process reads and writes numba's files through the same recovering cache."""
     return dict(os.environ, NEONLIKE_CACHE_DIR=str(cache), NEONLIKE_FUSE="1",
-                NEONLIKE_JIT_AFTER="1", NEONLIKE_COMPILE_WORKER="0", TMPDIR=str(tmp),
+                NEONLIKE_JIT_AFTER="1", TMPDIR=str(tmp),
                 PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1")
 
 
