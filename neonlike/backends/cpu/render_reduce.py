@@ -368,20 +368,24 @@ def _zero_ties(ctx: _Context, r: int, order: list) -> None:
 
     numpy's max is a fold `m = maximum(m, x)`, ties going to the later element, so of +0 and -0
     it keeps the sign of the last zero; the lanes (element u + k * LANES in lane u) lose that
-    order. Rare (only where the result is exactly zero), so a second walk rather than an index
-    per lane. (Reductions that keep the innermost axis fold in order already.)"""
+    order. Only where the result is exactly zero, a second walk rather than an index per lane:
+    it keeps the largest 2 * (flat index) + (sign bit) of the zeros, a max that vectorizes.
+    (Reductions that keep the innermost axis fold in order already.)"""
     src, inner = ctx.src, ctx.inner
     depth = src.depth
     src.add(f"if s{r} == ZERO:  # +-0: the sign of the last zero, as numpy's fold")
     src.depth += 1
+    src.add("z = -1")
     ctx.open_loops(ctx.outer_red, "dom")
     src.add(f"for q in range(0, dom[{inner}], LANES):")
     src.add(f"    w = min(LANES, dom[{inner}] - q)")
     src.depth += 1
     ctx.body(order, True, "q")
     v = f"v{ctx.program[r].args[0]}"
-    src.add(f"if {v} == ZERO:")
-    src.add(f"    s{r} = {v}")
+    src.add(f"z = max(z, 2 * ({ctx.flat_red('(q + u)')}) + np.int64(np.signbit({v})) "
+            f"if {v} == ZERO else -1)")
+    src.depth = depth + 1
+    src.add(f"s{r} = -ZERO if z & 1 else ZERO")
     src.depth = depth
 
 
