@@ -360,6 +360,23 @@ def _leaf_str(x: Any) -> str:
     return repr(x)
 
 
+def _text(root: Any, pieces: Any) -> str:
+    """The text of a tree where `pieces(node)` lists a node's text as strings and operands
+    (None, a number, a Tensor or a node, shown in its place), written out without recursion
+    (trees may be thousands of nodes deep) and joined once."""
+    out: list = []
+    stack = [root]
+    while stack:
+        x = stack.pop()
+        if type(x) is str:
+            out.append(x)
+        elif isinstance(x, OpTreeNode):
+            stack.extend(reversed(pieces(x)))
+        else:
+            out.append(_leaf_str(x))
+    return "".join(out)
+
+
 def _binary(op: Op, reflected: bool = False) -> Any:
     """The operator method of `op` (the reflected one with `reflected`): the flat elementwise
     maker first where `op` has one, then the general checks and build()."""
@@ -462,7 +479,7 @@ class OpTreeNode(Operators, tuple):
         return tuple(self)
 
     def __repr__(self) -> str:
-        return f"({self[0]!r}, {_leaf_str(self[1])}, {_leaf_str(self[2])})"
+        return _text(self, lambda x: ["(", repr(x[0]), ", ", x[1], ", ", x[2], ")"])
 
     __str__ = __repr__
 
@@ -487,12 +504,18 @@ class OpTreeNode(Operators, tuple):
 
     def traverse(self, stack: list) -> list:
         """Append the post-order stack (leaves, then op_dicts) to `stack` and return it."""
-        for child in (self[1], self[2]):
-            if isinstance(child, OpTreeNode):
-                child.traverse(stack)
-            elif child is not None:
-                stack.append(child)
-        stack.append(self[0])
+        work: list = [(self, True)]      # (item, expand); iterative: trees may be deep
+        while work:
+            x, expand = work.pop()
+            if not expand:
+                stack.append(x)
+                continue
+            work.append((x[0], False))
+            for child in (x[2], x[1]):
+                if isinstance(child, OpTreeNode):
+                    work.append((child, True))
+                elif child is not None:
+                    work.append((child, False))
         return stack
 
     def leaves(self) -> list:
@@ -512,17 +535,18 @@ class OpTreeNode(Operators, tuple):
 
     def pp(self) -> str:
         """An infix rendering: `((x0 * 2) + exp(x1))`."""
-        def show(x: Any) -> str:
-            return x.pp() if isinstance(x, OpTreeNode) else _leaf_str(x)
-        d, left, right = self
-        info = OP_INFO[Op(d["op"])]
-        if info.symbol and info.arity == 2:
-            return f"({show(left)} {info.symbol} {show(right)})"
-        if info.symbol:
-            return f"({info.symbol}{show(left)})"
-        args = [show(c) for c in (left, right) if c is not None]
-        args += [f"{k}={v!r}" for k, v in d.items() if k not in ("op", "shape")]
-        return f"{d['op']}({', '.join(args)})"
+        def pieces(x: OpTreeNode) -> list:
+            d, left, right = x
+            info = OP_INFO[Op(d["op"])]
+            if info.symbol and info.arity == 2:
+                return ["(", left, f" {info.symbol} ", right, ")"]
+            if info.symbol:
+                return [f"({info.symbol}", left, ")"]
+            args: list = [c for c in (left, right) if c is not None]
+            args += [f"{k}={v!r}" for k, v in d.items() if k not in ("op", "shape")]
+            return [f"{d['op']}("] + [p for i, a in enumerate(args)
+                                      for p in ((", ", a) if i else (a,))] + [")"]
+        return _text(self, pieces)
 
     @property
     def T(self) -> OpTreeNode:

@@ -18,12 +18,11 @@ Nothing here imports a device library.
 from __future__ import annotations
 
 import enum
-import sys
 from dataclasses import dataclass
 from typing import Any
 
 from .ops import OP_INFO, Kind, Op
-from .optree import OpTreeNode, Operators, shape_of
+from .optree import OpTreeNode, Operators, dag_postorder, shape_of
 
 
 class StageKind(enum.Enum):
@@ -165,8 +164,45 @@ def const_order(value: Any) -> list:
     return numbers[id(value)]
 
 
+# The work of one FUSED stage is capped (issue 13), so that any tree, however deep or wide,
+# compiles in well under a second per kernel: a node whose fused region would exceed the caps has
+# its largest operands computed into temps by stages of their own (one kernel each). The cost is a
+# weighted count of the stage's instructions before dedupe (an upper bound of what is rendered),
+# a distinct buffer counting as an argument and a load. Measured on the 2-core machine with numba
+# (benchmarks/bench_deep_trees.py): about 4 ms of compile per unit, float32 transcendentals (which
+# inline neonlike's vecmath) three times that, and more per buffer in a stage with reductions
+# (each pass slices each buffer's rows).
+STAGE_COST_MAX = 96
+STAGE_BUFFERS_MAX = 24
+REDUCE_COST_MAX = 48        # ... a stage with reductions
+REDUCE_BUFFERS_MAX = 8
+_LOAD_COST = 2
+_OP_COST = {op.value: 3 for op in (
+    Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.TANH, Op.TANH2, Op.SIG, Op.SIG2, Op.SOFTPLUS, Op.SAFELOG,
+    Op.POW, Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.SINH, Op.COSH, Op.ASINH,
+    Op.ACOSH, Op.ATANH)}
+
+
+def _drive(call: Any) -> Any:
+    """Run a planner step written as a generator: each generator it yields is a call, run to its
+    end before the caller resumes with its return value. The planner's recursion (a node's
+    operands, a stage's materialised operands) lives on this list, not on Python's stack."""
+    stack, value = [call], None
+    while stack:
+        try:
+            sub = stack[-1].send(value)
+        except StopIteration as done:
+            stack.pop()
+            value = done.value
+        else:
+            stack.append(sub)
+            value = None
+    return value
+
+
 class _Planner:
-    """Lowers one tree into stages (runs once per signature)."""
+    """Lowers one tree into stages (runs once per signature). The steps that follow the tree are
+    generators run by _drive: `yield step(...)` is a call."""
 
     def __init__(self, out: Any, value: Any, tensors: list, nodes: list, renderable: Any) -> None:
         self.renderable = renderable
@@ -181,6 +217,7 @@ class _Planner:
         self._numbered: set = set()
         self.made: dict[int, int] = {}   # id(node) -> the temp it was materialised into
         self._number_consts(value, None, 0)
+        self.cuts = self._cuts(value) if isinstance(value, OpTreeNode) else set()
 
     def _number_consts(self, x: Any, parent: Any, side: int) -> None:
         """Constants numbered in walk()'s order (post-order, a shared node's once)."""
@@ -198,22 +235,72 @@ class _Planner:
                 self.const_index[(id(par), sd)] = self._n_consts
                 self._n_consts += 1
 
+    def _cuts(self, value: OpTreeNode) -> set:
+        """The nodes computed into temps so that no FUSED stage exceeds the caps (ids).
+
+        Bottom-up, each node's region (what a stage rooted there would compute: itself and its
+        fused operands' regions, a shared node once) is a dict key -> cost; where it is over the
+        caps, the node's largest fused operands are cut (loaded instead) until it fits. A node cut
+        after a parent's region took it in leaves that region an overestimate, which is safe."""
+        order = dag_postorder(value)
+        uses: dict[int, int] = {}
+        for x in order:
+            for c in (x[1], x[2]):
+                if type(c) is OpTreeNode:
+                    uses[id(c)] = uses.get(id(c), 0) + 1
+        regions: dict[int, tuple] = {}   # id(node) -> (region, holds a reduction), until last use
+        cuts: set = set()
+        for x in order:
+            fused = [(i, c) for i, c in ((1, x[1]), (2, x[2]))
+                     if type(c) is OpTreeNode and id(c) not in cuts and self._fusable(c)]
+            while True:
+                region, red = {("n", id(x)): _OP_COST.get(Op(x[0]["op"]).value, 1)}, \
+                    x.kind is Kind.REDUCTION
+                for i, c in ((1, x[1]), (2, x[2])):
+                    if c is None:
+                        continue
+                    if any(c is f for _, f in fused):
+                        sub, sub_red = regions[id(c)]
+                        region.update(sub)
+                        red = red or sub_red
+                    elif isinstance(c, Operators):
+                        region[("b", id(c))] = _LOAD_COST
+                    else:
+                        region[("c", id(x), i)] = 1
+                cost_max, bufs_max = (REDUCE_COST_MAX, REDUCE_BUFFERS_MAX) if red else \
+                    (STAGE_COST_MAX, STAGE_BUFFERS_MAX)
+                if not fused or (sum(region.values()) <= cost_max and
+                                 sum(k[0] == "b" for k in region) <= bufs_max):
+                    break
+                _, big = max(fused, key=lambda f: sum(regions[id(f[1])][0].values()))
+                cuts.add(id(big))
+                fused = [f for f in fused if f[1] is not big]
+            for c in (x[1], x[2]):
+                if type(c) is OpTreeNode:
+                    uses[id(c)] -= 1
+                    if not uses[id(c)]:
+                        regions.pop(id(c), None)
+            if self._fusable(x):
+                regions[id(x)] = (region, red)
+        return cuts
+
     def new_temp(self, node: OpTreeNode) -> int:
         self.temps.append(self.pos[id(node)])
         return self.n_inputs + len(self.temps)
 
-    def materialize(self, node: OpTreeNode) -> int:
+    def materialize(self, node: OpTreeNode) -> Any:
         """A stage (or stages) computing `node` into a new temp; returns the temp's buffer (the
         same one for a node reached again)."""
         buf = self.made.get(id(node))
         if buf is None:
-            buf = self.made[id(node)] = self._materialize(node)
+            buf = self.made[id(node)] = yield self._materialize(node)
         return buf
 
-    def _materialize(self, node: OpTreeNode) -> int:
+    def _materialize(self, node: OpTreeNode) -> Any:
         kind = node.kind
         if kind is Kind.MATMUL:
-            a, b = (self.as_buffer(c) for c in (node[1], node[2]))
+            a = yield self.as_buffer(node[1])
+            b = yield self.as_buffer(node[2])
             buf = self.new_temp(node)
             self.stages.append(Stage(StageKind.GEMM, buf, inputs=(a, b)))
             return buf
@@ -222,7 +309,7 @@ class _Planner:
             self.stages.append(Stage(StageKind.HOST, buf, inputs=(self.pos[id(node)],)))
             return buf
         buf = self.new_temp(node)  # an elementwise or reduction subtree its consumer cannot fuse
-        self.fused(node, buf, node.shape)
+        yield self.fused(node, buf, node.shape)
         return buf
 
     def _fusable(self, node: OpTreeNode) -> bool:
@@ -231,20 +318,20 @@ class _Planner:
             return op in self.renderable and _keeps_layout(node)
         return node.kind is Kind.ELEMENTWISE and op in self.renderable
 
-    def as_buffer(self, x: Any) -> int:
+    def as_buffer(self, x: Any) -> Any:
         if isinstance(x, OpTreeNode):
-            return self.materialize(x)
+            return (yield self.materialize(x))
         if isinstance(x, Operators):
             return self.slot[id(x)]
         raise ValueError("a GEMM operand must be a tensor or a tree, not a constant")
 
-    def fused(self, value: Any, out_buf: int, out_shape: tuple) -> None:
+    def fused(self, value: Any, out_buf: int, out_shape: tuple) -> Any:
         """A FUSED stage; where the reductions' domain does not fit the output, they become temps."""
         for no_reduce in (False, True):
             program: list = []
-            state: dict = {"R": None, "D": None, "emitted": {}}
+            state: dict = {"R": None, "D": None, "emitted": {}, "root": value}
             stages_before, temps_before = len(self.stages), len(self.temps)
-            self._emit(value, None, 0, program, state, no_reduce)
+            yield self._emit(value, None, 0, program, state, no_reduce)
             R, D = state["R"], state["D"]
             if R is None or _domain_ok(D, out_shape, R):
                 self.stages.append(Stage(StageKind.FUSED, out_buf, tuple(program), R or (),
@@ -256,7 +343,7 @@ class _Planner:
         raise AssertionError("unreachable: with every reduction materialised a stage always fuses")
 
     def _emit(self, x: Any, parent: Any, side: int, program: list, state: dict,
-              no_reduce: bool) -> int:
+              no_reduce: bool) -> Any:
         if not isinstance(x, Operators):
             program.append(Instr("const", (), self.const_index[(id(parent), side)]))
             return len(program) - 1
@@ -266,28 +353,31 @@ class _Planner:
         emitted = state["emitted"]   # id(node) -> its instruction: a shared node is one value
         at = emitted.get(id(x))
         if at is None:
-            at = emitted[id(x)] = self._emit_node(x, program, state, no_reduce)
+            at = emitted[id(x)] = yield self._emit_node(x, program, state, no_reduce)
         return at
 
-    def _emit_node(self, x: OpTreeNode, program: list, state: dict, no_reduce: bool) -> int:
+    def _emit_node(self, x: OpTreeNode, program: list, state: dict, no_reduce: bool) -> Any:
         d, left, right = x
         kind = x.kind
-        if kind is Kind.ELEMENTWISE and self._fusable(x):
-            args = tuple(self._emit(c, x, i, program, state, no_reduce)
-                         for i, c in ((1, left), (2, right)) if c is not None)
-            program.append(Instr(Op(d["op"]).value, args, _attrs(d)))
+        cut = id(x) in self.cuts and x is not state["root"]
+        if kind is Kind.ELEMENTWISE and not cut and self._fusable(x):
+            args = []
+            for i, c in ((1, left), (2, right)):
+                if c is not None:
+                    args.append((yield self._emit(c, x, i, program, state, no_reduce)))
+            program.append(Instr(Op(d["op"]).value, tuple(args), _attrs(d)))
             return len(program) - 1
-        if kind is Kind.REDUCTION and not no_reduce and self._fusable(x):
+        if kind is Kind.REDUCTION and not no_reduce and not cut and self._fusable(x):
             dom = shape_of(left)
             axes = d["axis"] if d["op"] not in (Op.ARGMAX, Op.ARGMIN) else (
                 tuple(range(len(dom))) if d["axis"] is None else (d["axis"],))
             if state["R"] is None:
                 state["R"], state["D"], state["pos"] = axes, dom, self.pos[id(x)]
             if axes == state["R"] and dom == state["D"]:
-                arg = self._emit(left, x, 1, program, state, no_reduce)
+                arg = yield self._emit(left, x, 1, program, state, no_reduce)
                 program.append(Instr(Op(d["op"]).value, (arg,), axes))
                 return len(program) - 1
-        buf = self.materialize(x)
+        buf = yield self.materialize(x)
         program.append(Instr("load", (), buf))
         return len(program) - 1
 
@@ -354,17 +444,13 @@ def make_plan(out: Any, value: Any, tensors: list, nodes: list, renderable: Any)
 
     `renderable`: the ops the device renders in FUSED stages; other elementwise ops become HOST.
     """
-    # the planner recurses once or twice per level of the tree: make room for deep trees
-    need = 4 * len(nodes) + 1000
-    if sys.getrecursionlimit() < need:
-        sys.setrecursionlimit(need)
     p = _Planner(out, value, tensors, nodes, frozenset(renderable))
     out_buf = p.n_inputs
     if isinstance(value, OpTreeNode) and not p._fusable(value):
-        value_buf = p.materialize(value)
+        value_buf = _drive(p.materialize(value))
         p.stages.append(Stage(StageKind.FUSED, out_buf, (Instr("load", (), value_buf),)))
     else:
-        p.fused(value, out_buf, out.shape)
+        _drive(p.fused(value, out_buf, out.shape))
     return KernelPlan(tuple(p.stages), p.n_inputs, tuple(p.temps))
 
 

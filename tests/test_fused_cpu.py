@@ -540,7 +540,7 @@ def test_which_subtree_is_shared_is_part_of_the_key():
 
 
 def test_a_tree_thousands_of_nodes_deep_is_planned_without_recursion_error():
-    """plan.walk is iterative and the planner makes room for deep trees (an unrolled loop)."""
+    """plan.walk and the planner are iterative (an unrolled loop; tests/test_deep_trees.py)."""
     import sys
 
     from neonlike import plan as P
@@ -559,5 +559,7 @@ def test_a_tree_thousands_of_nodes_deep_is_planned_without_recursion_error():
     finally:
         sys.setrecursionlimit(max(limit, sys.getrecursionlimit()))
     assert len(nodes) == 6000 and len(consts) == 6000
-    (stage,) = plan.stages
-    assert len(stage.program) == 1 + 2 * 6000     # x, then a const and an op per node
+    # split under the plan's caps into a chain of stages, each reading x or the temp before it
+    assert len(plan.stages) > 1 and len(plan.temps) == len(plan.stages) - 1
+    assert all(st.kind is P.StageKind.FUSED for st in plan.stages)
+    assert sum(ins.op != "load" for st in plan.stages for ins in st.program) == 2 * 6000

@@ -74,13 +74,14 @@ class Program:
         self.kernels: dict[int, Kernel] = {}
         heavy = any(ins.op in HEAVY for st in self.plan.stages for ins in st.program)
         self.parallel_min = PARALLEL_MIN_HEAVY if heavy else PARALLEL_MIN
+        tag = hashlib.sha256(repr(key).encode()).hexdigest()[:12]
         for i, stage in enumerate(self.plan.stages):
             if stage.kind is P.StageKind.FUSED:
                 final = stage.out == self.plan.n_inputs
                 store = out.dtype if final and out.dtype != F16 else self.dtype
-                tag = hashlib.sha256(repr(key).encode()).hexdigest()[:12]
-                src, bufs, consts = render_numba.render(stage, meta, self.dtype.name, store,
-                                                        f"{tag}/{i}")
+                # the key names the plan, not the stage: stages of one source share a kernel
+                # (a tree split under the plan's caps, issue 13)
+                src, bufs, consts = render_numba.render(stage, meta, self.dtype.name, store, tag)
                 self.kernels[i] = Kernel(src, CPU_CACHE.module(src), bufs, consts)
         CPU_CACHE.stats["compile_seconds"] += time.perf_counter() - t0
         # a kernel of the plan writes its output before reading its inputs again (render_numba's

@@ -30,7 +30,7 @@ from ... import plan as P
 from ...plan import Stage
 from ...kernels import fill, sections, template
 from .render_reduce import (BLOCK, BLOCK_MULTI, CHUNKS, LANES, REDUCTIONS, TILE_ELEMS, _R_NAMES,
-                            render_reductions)
+                            open_nest, render_reductions)
 
 RENDERER_VERSION = 7   # 7: sgn(-0.0), max/min zero ties, vecmath sig/exp2 underflow (issue 13)
 
@@ -96,21 +96,23 @@ def render(stage: Stage, meta: dict, ftype: str, out_dtype: Any,
     the compute type ('float32' or 'float64'); out_dtype the numpy dtype of the stored output.
     """
     program, R = _dedupe(stage.program), stage.reduce_axes
-    n = meta[stage.out][0]
-    formats = {**_U, **_U32, **_B} if ftype == "float32" else {**_U, **_B}
     bufs = tuple(sorted({ins.arg for ins in program if ins.op == "load"}))
     consts = tuple(sorted({ins.arg for ins in program if ins.op == "const"}))
-    args = ", ".join(["out", "dom"] + [f"b{b}" for b in bufs] + [f"c{c}" for c in consts])
+    program, meta, out_buf = _local_names(program, bufs, consts, meta, stage.out)
+    n = meta[out_buf][0]
+    formats = {**_U, **_U32, **_B} if ftype == "float32" else {**_U, **_B}
+    args = ", ".join(["out", "dom"] + [f"b{b}" for b in range(len(bufs))]
+                     + [f"c{c}" for c in range(len(consts))])
     serial, parallel = _Lines(), _Lines()
     if R:
-        render_reductions(serial, parallel, program, R, n, meta, formats, stage.out,
+        render_reductions(serial, parallel, program, R, n, meta, formats, out_buf,
                           np.dtype(out_dtype) == np.dtype(ftype))
     else:
         _loop_nest(serial, program, n, meta, formats, parallel=False)
         _loop_nest(parallel, program, n, meta, formats, parallel=True)
     flat = ""
     # where every operand has the output's shape, contiguous arrays run as one flat loop
-    if not R and all(meta[b] == meta[stage.out] for b in bufs):
+    if not R and all(meta[b] == meta[out_buf] for b in range(len(bufs))):
         top = len(program) - 1
         body = _Lines()
         _values(body, program, _closure(program, top), meta, n, formats, flat=True)
@@ -133,13 +135,24 @@ def render(stage: Stage, meta: dict, ftype: str, out_dtype: Any,
     return source, bufs, consts
 
 
+def _local_names(program: tuple, bufs: tuple, consts: tuple, meta: dict,
+                 out: int) -> tuple[tuple, dict, int]:
+    """The program with its buffers and constants numbered in the stage, b0.. and c0.. in the
+    order of the plan's numbers (the kernel's arguments), and the output after the buffers:
+    stages of one structure render to one source, so the stages of a tree split under the
+    plan's caps share their kernels (issue 13). A one-stage plan's numbers are already these."""
+    where = {b: j for j, b in enumerate(bufs)}
+    which = {c: j for j, c in enumerate(consts)}
+    local = tuple(ins if ins.op not in ("load", "const") else type(ins)(
+        ins.op, ins.args, (where if ins.op == "load" else which)[ins.arg]) for ins in program)
+    return local, {**{j: meta[b] for j, b in enumerate(bufs)}, len(bufs): meta[out]}, len(bufs)
+
+
 def _loop_nest(src: _Lines, program: tuple, n: int, meta: dict, formats: dict,
                parallel: bool) -> None:
     """The body of a kernel without reductions: a loop nest over the output (prange over its
     first axis in the parallel variant), the values, the store."""
-    for k in range(n):
-        src.add(f"for i{k} in {'prange' if parallel and k == 0 else 'range'}(out.shape[{k}]):")
-        src.depth += 1
+    open_nest(src, "i", list(range(n)), "out.shape", "prange" if parallel else "range")
     top = len(program) - 1
     _values(src, program, _closure(program, top), meta, n, formats)
     src.add(f"out[{', '.join(f'i{k}' for k in range(n))}] = STORE(v{top})")

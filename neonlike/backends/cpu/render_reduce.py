@@ -55,6 +55,7 @@ BLOCK_MULTI = 256  # ... when the tile is read more than once (several passes or
 CHUNKS = 64       # tile chunks of the parallel loop (each allocates its accumulators once)
 TILE_ELEMS = 1 << 17  # elements of a re-read tile (reduced rows x columns): 512 KiB of float32,
                       # half a core's L2 here (softmax over axis 0 of (1000, 4096): 4.2 -> 3.0 ms)
+NEST_MAX = 8      # axes walked by nested loops; more: see open_nest
 
 # per reduction: the accumulators' initial value, and the update of accumulator {a} with value {v}
 # (argmax/argmin also keep the flat index {k} of the best value in {i})
@@ -224,9 +225,7 @@ class _Context:
         return " + ".join(terms)
 
     def open_loops(self, axes: list, extents: str) -> None:
-        for k in axes:
-            self.src.add(f"for j{k} in range({extents}[{k}]):")
-            self.src.depth += 1
+        open_nest(self.src, "j", axes, extents)
 
     def tile_index(self, t: str) -> None:
         """The kept-axis indices of tile `t` (and, innermost axis kept, its block of columns)."""
@@ -239,6 +238,28 @@ class _Context:
         for k in reversed(self.outer_kept):
             src.add(f"j{k} = rest % dom[{k}]")
             src.add(f"rest //= dom[{k}]")
+
+
+def open_nest(src: _Source, var: str, axes: list, extents: str, loop: str = "range") -> None:
+    """Loops over `axes` with counters `<var><k>` to `<extents>[k]`, the first one a `loop`
+    (range or prange). Beyond NEST_MAX axes the leading ones are walked by one loop over their
+    flat index (`<var>_flat`), each counter taken from it: CPython compiles at most 20 nested
+    blocks (a rank-21 output, issue 13), and a kernel nests a few more around and inside these."""
+    lead = list(axes[:len(axes) - NEST_MAX + 1]) if len(axes) > NEST_MAX else []
+    if lead:
+        size = "1"                         # (no counter is updated in place: numba's prange
+        for k in reversed(lead):           # takes that for an overwrite of its index)
+            src.add(f"{var}_s{k} = {size}")
+            size = f"{var}_s{k} * {extents}[{k}]"
+        src.add(f"for {var}_flat in {loop}({size}):")
+        src.depth += 1
+        for k in lead:
+            src.add(f"{var}{k} = {var}_flat // {var}_s{k} % {extents}[{k}]")
+        loop = "range"
+    for k in axes[len(lead):]:
+        src.add(f"for {var}{k} in {loop}({extents}[{k}]):")
+        src.depth += 1
+        loop = "range"
 
 
 def render_reductions(serial: _Source, parallel: _Source, program: tuple, R: tuple, n: int,
