@@ -1,0 +1,1 @@
+"""ngraph's front ends: `neon` (the standard axes and roles, seed 000)."""

@@ -1,0 +1,1 @@
+"""ngraph's utilities: name scopes (`names`)."""
