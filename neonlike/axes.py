@@ -3,7 +3,7 @@
     C = make_axis(length=3, name='C')
     H, W = make_axis(name='H'), make_axis(name='W')    # lengths may stay None while building
     Axes([C, H]) + Axes([W, H])                        # Axes(C, H, W): ordered union
-    (C - 1).length is C.length                         # a dual axis shares its primary's length
+    (C - 1).length == C.length                         # a dual axis shares its primary's length
     Axes([C, H]).require_lengths()                     # ValueError naming H while H.length is None
 
 ngraph (seed 000, issue 14) uses this core through `neonlike.ngraph.op_graph.axes`; WebDNN's
@@ -27,18 +27,22 @@ Choices made where the seeds are silent:
   'C_1' (then 'C_2', ...), and its `short_name` stays 'C'. The registry holds axes weakly, so a
   name is free again once its axis is gone. An axis made without a name is anonymous: `name` is
   None (front ends print it their way) and it never claims a name. A NameScope names only
-  anonymous values, so `ax.C` is 'C' unless some other live axis already holds 'C'.
+  anonymous values, so `ax.C` is 'C' unless some other live axis already holds 'C'; while the
+  neon front end's scope is loaded, a user's `make_axis(name='C')` is therefore 'C_1'.
 * Dual axes: `A - k` / `A + k` / `A.get_dual(offset)` is cached per (axis, offset) on the axis
   while the dual lives (weakly, so an axis and its duals make no reference cycle), so
-  `C - 1 is C - 1`; duals made apart compare and hash equal anyway. Offsets add: `(A - 1) + 1 is A` and `(A - 1) - 1 is A - 2`. A dual
-  shares its primary's length lazily (setting the length of a dual raises, naming the primary),
-  is named from the primary's current name (`C-1`, `C+1`; None for an anonymous primary), and
-  does not inherit batch, recurrent or roles (upstream did not either).
+  `C - 1 is C - 1`; duals made apart compare and hash equal anyway. Offsets add:
+  `(A - 1) + 1 is A` and `(A - 1) - 1 is A - 2`; `A.T` flips levels 0 and -1. A dual shares its
+  primary's length lazily (setting the length of a dual raises, naming the primary), is named
+  from the primary's current name (`C-1`, `C+1`; None for an anonymous primary), and does not
+  inherit batch, recurrent or roles (upstream did not either).
 * SlicedAxis and PaddedAxis are new axes (their own identity) whose lengths follow the parent's
   lazily and which inherit its batch, recurrent and roles (NG@f4d5). A slice's step must be 1,
   -1 or None (upstream, whose tests expect ValueError for step 2).
 * `match_on_length` (upstream's axes that equal any axis of the same length) is not offered:
   it cannot agree with a hash, and upstream removed it; anonymous axes plus unify replace it.
+* TensorDescription is the minimum ngraph's tests import: C-contiguous strides in axes order
+  and `broadcast` (reorder, stride-0 new axes); flatten/slice views are the lowering's business.
 * Axes compare only with Axes (a list compares unequal); `Axes([...])` accepts Axis, Axes and
   nested sequences (a nested sequence of one axis is that axis, of several a FlattenedAxis).
 """

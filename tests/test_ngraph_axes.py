@@ -384,12 +384,12 @@ def test_tensor_description_is_c_contiguous_in_axes_order():
 def test_module_paths_serve_one_core():
     import neonlike.axes as core
     from neonlike.ngraph.op_graph import axes as op_axes
+    from neonlike.ngraph.util import names
     for name in ("Axis", "Axes", "DualAxis", "FlattenedAxis", "SlicedAxis", "PaddedAxis",
                  "TensorDescription", "AxisRole", "make_axis", "make_axes", "make_axis_role"):
         assert getattr(op_axes, name) is getattr(core, name)
         assert getattr(ng, name) is getattr(core, name)
-    assert ng.make_name_scope is __import__("neonlike.ngraph.util.names",
-                                            fromlist=["x"]).make_name_scope
+    assert ng.make_name_scope is names.make_name_scope and ng.NameScope is names.NameScope
 
 
 def test_importing_neonlike_imports_no_axes():
