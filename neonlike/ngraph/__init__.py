@@ -10,8 +10,25 @@ from neonlike.ngraph.op_graph.axes import (
 )
 from neonlike.ngraph.util.names import NameScope, make_name_scope
 
+from neonlike.ngraph.op_graph.op_graph import *  # noqa: F401,F403  (the graph builders)
+from neonlike.ngraph.op_graph import op_graph as _op_graph
+
 axis = make_axis   # seed 000's spelling: ng.axis(length=3, roles=[role_channel], name="my_axis")
 
-__all__ = ["Axes", "Axis", "AxisRole", "DualAxis", "FlattenedAxis", "NameScope", "PaddedAxis",
+
+def __getattr__(name: str):
+    """The transformers' names, imported when first asked for (`ng.NumPyTransformer()`)."""
+    if name == "NumPyTransformer":
+        from neonlike.ngraph.transformers.nptransform import NumPyTransformer
+        return NumPyTransformer
+    if name in ("make_transformer", "make_transformer_factory", "set_transformer_factory",
+                "transformer_choices", "Transformer", "Computation"):
+        from neonlike.ngraph import transformers
+        return getattr(transformers, name)
+    raise AttributeError(f"module 'neonlike.ngraph' has no attribute {name!r}")
+
+__all__ = list(_op_graph.__all__) + ["NumPyTransformer", "make_transformer",
+                                      "make_transformer_factory", "set_transformer_factory",
+                                      "transformer_choices", "Axes", "Axis", "AxisRole", "DualAxis", "FlattenedAxis", "NameScope", "PaddedAxis",
            "SlicedAxis", "TensorDescription", "axis", "make_axes", "make_axis", "make_axis_role",
            "make_name_scope"]

@@ -46,9 +46,10 @@ class _Worker:
         True where it did (the caller's call then loads it from numba's disk cache); False where
         the disk cache holds it already or the child could not help (the call compiles it)."""
         last, self.last = self.last, None
-        if last is not None and sum(last.stats.cache_misses.values()) and not self.disabled:
-            # the last kernel the child compiled was compiled here again: numba's disk cache
-            # did not serve it, so the child is no help here
+        if last is not None and not sum(last.stats.cache_hits.values()) and not self.disabled:
+            # the last kernel the child compiled was not loaded from numba's disk cache here
+            # (its call compiled it again): the child is no help here. (Its cache hits, not its
+            # misses: the same kernel may since have compiled here for other argument types.)
             self._give_up("its kernels were not found in numba's disk cache afterwards (is the "
                           "cache directory writable?)")
         if self.disabled:
