@@ -17,10 +17,14 @@ axis = make_axis   # seed 000's spelling: ng.axis(length=3, roles=[role_channel]
 
 
 def __getattr__(name: str):
-    """The transformers' names, imported when first asked for (`ng.NumPyTransformer()`)."""
+    """The transformers' names and the `testing` module, imported when first asked for
+    (`ng.NumPyTransformer()`, `ng.testing.assert_allclose`)."""
     if name == "NumPyTransformer":
         from neonlike.ngraph.transformers.nptransform import NumPyTransformer
         return NumPyTransformer
+    if name in ("testing", "transformers"):     # upstream: `ng.testing.assert_allclose(...)`
+        import importlib
+        return importlib.import_module(f"neonlike.ngraph.{name}")
     if name in ("make_transformer", "make_transformer_factory", "set_transformer_factory",
                 "transformer_choices", "Transformer", "Computation"):
         from neonlike.ngraph import transformers
