@@ -75,3 +75,16 @@ def test_mnist_mlp_reads_mnist_files_when_present(tmp_path):
     out = run("mnist_mlp.py", "-w", str(tmp_path), "-b", "cpu", "-r", "0", "-z", "32", "-e", "5")
     assert "MNIST from" in out and "256 training, 128 test images" in out
     assert error_of(out) <= 20.0
+
+
+def test_ngraph_mlp_on_digits(tmp_path):
+    """The ngraph example (axes, deriv, assign updates) on the engine and on the NumPy
+    transformer: the same graph, the same >= 95% validation accuracy."""
+    outs = [run("ngraph_mlp.py", "-w", str(tmp_path), "-b", backend)
+            for backend in ("cpu", "numpy")]
+    for out in outs:
+        assert "scikit-learn's digits" in out
+        assert [line.split(":")[0] for line in out.splitlines() if line.startswith("Epoch ")] == \
+            [f"Epoch {i}" for i in range(10)]
+        assert error_of(out) <= 5.0
+    assert error_of(outs[0]) == pytest.approx(error_of(outs[1]), abs=0.6)
