@@ -363,12 +363,19 @@ def _elementwise_class(name: str, engine: Any, arity: int) -> type:
         for a in ops:
             if not isinstance(a, TensorOp):
                 raise TypeError(f"{name}: operands must be tensor ops, got {type(a).__name__}")
-        dtype = np.bool_ if engine in _COMPARISONS else None
+        dtype = np.bool_ if engine in _COMPARISONS else _float_dtype(ops)
         ElementWise.__init__(self, ops, axes=_elementwise_axes(ops), dtype=dtype, **kwargs)
     return type(name, (ElementWise,), {"__init__": __init__, "engine": engine, "arity": arity})
 
 
 _COMPARISONS = (E.EQ, E.NE, E.LT, E.LE, E.GT, E.GE)
+
+
+def _float_dtype(ops: Any) -> np.dtype:
+    """The widest floating dtype of the operands (float32 at least): float64 inputs give
+    float64 results, everything else float32 as in ngraph."""
+    floats = [a.dtype for a in ops if a.dtype.kind == "f"]
+    return np.dtype(np.result_type(np.float32, *floats))
 
 
 # (class, function, engine op or composite name, arity)
@@ -426,6 +433,8 @@ class ReductionOp(TensorOp):
                  dtype: Any = None, **kwargs: Any) -> None:
         x = as_op(x)
         red, out = _reduction_axes(x, reduction_axes, out_axes, type(self).__name__)
+        if dtype is None:
+            dtype = np.int32 if self.engine in (E.ARGMAX, E.ARGMIN) else _float_dtype((x,))
         super().__init__((x,), axes=out, dtype=dtype, **kwargs)
         self.reduction_axes = red
 
@@ -513,7 +522,8 @@ class DotOp(TensorOp):
     def __init__(self, x: Any, y: Any, **kwargs: Any) -> None:
         x, y = as_op(x), as_op(y)
         xr, yr = _dot_pairs(x, y)
-        super().__init__((x, y), axes=(x.axes - Axes(xr)) + (y.axes - Axes(yr)), **kwargs)
+        super().__init__((x, y), axes=(x.axes - Axes(xr)) + (y.axes - Axes(yr)),
+                         dtype=_float_dtype((x, y)), **kwargs)
         self.x_reduce, self.y_reduce = Axes(xr), Axes(yr)
         for a, b in zip(xr, yr):
             if a.length is not None and b.length is not None and a.length != b.length:
@@ -671,11 +681,12 @@ def flatten(x: Any, axes: Any = None) -> TensorOp:
 
 
 def flatten_at(x: Any, idx: int) -> TensorOp:
+    """x with its axes before `idx` merged into one axis and those from `idx` on into another."""
     x = as_op(x)
-    lead, rest = x.axes[:idx], x.axes[idx:]
-    return Flatten(x, [a for a in (lead.flatten() if len(lead) > 1 else None,
-                                   rest.flatten() if len(rest) > 1 else None) if a is not None]
-                   or list(x.axes))
+    if idx in (0, len(x.axes)):
+        return flatten(x)
+    parts = (x.axes[:idx], x.axes[idx:])
+    return Flatten(x, [p[0] if len(p) == 1 else p.flatten() for p in parts])
 
 
 def unflatten(x: Any, axes: Any = None) -> TensorOp:
@@ -714,7 +725,7 @@ class StackOp(AxesOp):
                              f"{len(xs)} tensors given")
         axes = list(first)
         axes.insert(pos, axis)
-        super().__init__(xs, axes=axes, **kwargs)
+        super().__init__(xs, axes=axes, dtype=_float_dtype(xs), **kwargs)
         self.axis, self.pos = axis, pos
 
 

@@ -103,8 +103,10 @@ class Computation:
 
 
 def _out_dtype(op: G.TensorOp) -> Any:
-    """The engine dtype of op's values (booleans are held as 0.0 / 1.0)."""
-    return np.float32 if op.dtype.kind == "b" else op.dtype
+    """The engine dtype of op's values (booleans are held as 0.0 / 1.0, integers as float64)."""
+    if op.dtype.kind == "b":
+        return np.float32
+    return op.dtype if op.dtype.kind == "f" else np.float64
 
 
 def _dependency_order(roots: list) -> list:

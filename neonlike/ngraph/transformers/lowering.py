@@ -118,7 +118,7 @@ class Lowering:
                 a, b = args
                 return build(E.SUB, a, build(E.MUL, b, build(E.FLOOR, build(E.DIV, a, b), None)))
             if all(isinstance(a, float) for a in args):
-                args[0] = build(E.ADD, self._ones(), args[0])   # a tree, not a Python number
+                args[0] = self._as_tree(args[0])       # a tree, not a Python number
             return build(op.engine, args[0], args[1] if op.arity == 2 else None)
         if isinstance(op, G.ReductionOp) and self._in_region(op):
             x = self.value(op.args[0], frame)
@@ -142,8 +142,9 @@ class Lowering:
                 return self.value(x, inner)
         return self.place(self.own(op), op.axes, frame)
 
-    def _ones(self) -> Any:
-        return self._filled(1.0, (1, 1))
+    def _as_tree(self, x: Any) -> Any:
+        """A number as an op-tree (0 + x on a (1, 1) zero tensor); anything else as is."""
+        return build(E.ADD, self._filled(0.0, (1, 1)), x) if isinstance(x, float) else x
 
     def _filled(self, value: float, shape: tuple) -> Any:
         """An engine tensor of `shape` holding `value` (made once per lowering)."""
@@ -232,8 +233,7 @@ class Lowering:
         if _shape(x) == tuple(shape):
             return x
         if isinstance(x, OpTreeNode) or isinstance(x, float):
-            return build(E.RESHAPE, x if not isinstance(x, float) else
-                         build(E.ADD, self._ones(), x), None, newshape=tuple(shape))
+            return build(E.RESHAPE, self._as_tree(x), None, newshape=tuple(shape))
         try:
             return x.reshape(tuple(shape))
         except ValueError:
