@@ -545,3 +545,145 @@ def test_random_small_graphs_on_both_transformers(data):
         assert list(op.axes) == axes
         close(np.asarray(got), np.broadcast_to(want, tuple(a.length for a in axes)), rtol=1e-12,
               atol=1e-13)
+
+
+# **************** deriv against central differences ****************
+
+def check_deriv(make, build, *inputs, eps=1e-6, rtol=1e-6, atol=1e-8):
+    """deriv of sum(build(*xs) * c) (c: fixed random weights) with respect to each x, against
+    central differences; also deriv(build(*xs), x, error=c) for the non-scalar dependent."""
+    ps = [ng.placeholder(axes, dtype=F64) for axes, _ in inputs]
+    values = [np.asarray(v, dtype=F64) for _, v in inputs]
+    y = build(*ps)
+    cv = rand(*y.axes.lengths, seed=11, low=0.5, high=1.5)
+    c = ng.constant(cv, y.axes, dtype=F64)
+    cost = ng.sum(y * c, reduction_axes=y.axes)
+    ders = [ng.deriv(cost, p) for p in ps]
+    with_error = [ng.deriv(y, p, error=c) for p in ps]
+    for p, d in zip(ps, ders):
+        assert d.axes == p.axes
+    f = make().computation([cost] + ders + with_error, *ps)
+    got = f(*values)
+    for i, v in enumerate(values):
+        numeric = np.zeros_like(v)
+        for idx in np.ndindex(*v.shape):
+            hi, lo = [w.copy() for w in values], [w.copy() for w in values]
+            hi[i][idx] += eps
+            lo[i][idx] -= eps
+            numeric[idx] = (float(f(*hi)[0]) - float(f(*lo)[0])) / (2 * eps)
+        assert np.all(np.isfinite(got[1 + i]))
+        close(got[1 + i], numeric, rtol=rtol, atol=atol)
+        close(got[1 + len(ps) + i], got[1 + i], rtol=1e-12, atol=1e-14)
+
+
+POSITIVE = {"log", "safelog", "sqrt", "reciprocal"}
+
+
+@pytest.mark.parametrize("name", [u[0] for u in UNARY if u[0] != "sign"])
+def test_deriv_unary(make, name):
+    A, B = fresh(2, 3)
+    v = rand(2, 3, seed=3, low=0.2, high=2.0) if name in POSITIVE else rand(2, 3, seed=3)
+    if name == "absolute":
+        v = v + np.sign(v) * 0.1         # away from the kink
+    check_deriv(make, getattr(ng, name), ([A, B], v))
+
+
+@pytest.mark.parametrize("name", ["add", "subtract", "multiply", "divide", "maximum",
+                                  "minimum", "power"])
+def test_deriv_binary_both_sides_and_broadcast(make, name):
+    """x (A, B) op y (B, C) -> (A, B, C): both sides, each summed over the axes it lacks."""
+    A, B, C = fresh(2, 3, 2)
+    xv = rand(2, 3, seed=1, low=0.5, high=2.0)
+    yv = rand(3, 2, seed=2, low=0.5, high=2.0) + (0.05 if name in ("maximum", "minimum") else 0)
+    check_deriv(make, getattr(ng, name), ([A, B], xv), ([B, C], yv))
+
+
+@pytest.mark.parametrize("name", ["sum", "max", "min", "mean", "variance"])
+def test_deriv_reductions(make, name):
+    A, B, C = fresh(2, 3, 4)
+    v = rand(2, 3, 4, seed=5)
+    check_deriv(make, lambda x: getattr(ng, name)(x, reduction_axes=[C, A]), ([A, B, C], v))
+    check_deriv(make, lambda x: getattr(ng, name)(x, reduction_axes=[B]), ([A, B, C], v))
+
+
+def test_deriv_dot_with_dual_pairs_and_shared_axes(make):
+    M, C, H, N = fresh(2, 3, 2, 3)
+    check_deriv(make, ng.dot, ([M, H - 1, C - 1], rand(2, 2, 3, seed=1)),
+                ([C, H, N], rand(3, 2, 3, seed=2)))
+    check_deriv(make, ng.dot, ([C, M], rand(3, 2, seed=3)), ([N, C], rand(3, 3, seed=4)))
+    check_deriv(make, lambda x, y: ng.dot(ng.tanh(x), y * y), ([M, C], rand(2, 3, seed=5)),
+                ([C + 1, N], rand(3, 3, seed=6)))
+
+
+def test_deriv_axes_ops(make):
+    A, B, C, A2 = fresh(2, 3, 2, 2)
+    v = rand(2, 3, seed=7)
+    check_deriv(make, lambda x: ng.broadcast(x, [B, C, A]) * ng.broadcast(x, [A, B, C]),
+                ([A, B], v))
+    check_deriv(make, lambda x: ng.cast_axes(x, [A2, B]) * x, ([A, B], v))
+    check_deriv(make, lambda x: ng.axes_with_order(ng.exp(x), [B, A]), ([A, B], v))
+    check_deriv(make, lambda x: ng.expand_dims(x, C, 0) * 2, ([A, B], v))
+
+
+def test_deriv_structural_ops(make):
+    A, B, S = fresh(4, 3, 2)
+    v = rand(4, 3, seed=8)
+    check_deriv(make, lambda x: x[1:3, 2] * x[1:3, 0], ([A, B], v))
+    check_deriv(make, lambda x: ng.tanh(x)[::-1, 1:], ([A, B], v))
+    check_deriv(make, lambda x: ng.flatten(x * x), ([A, B], v))
+    check_deriv(make, lambda x: ng.unflatten(ng.flatten(x)) * x, ([A, B], v))
+    check_deriv(make, lambda x: ng.stack([x, ng.exp(x)], S, 1), ([A, B], v))
+    check_deriv(make, lambda x: ng.pad(x * x, [1, (0, 2)]), ([A, B], v))
+
+
+def test_deriv_softmax_and_cross_entropies(make):
+    C, N = fresh(4, 3, batch=(1,))
+    t = np.eye(4)[[0, 2, 3]].T
+    v = rand(4, 3, seed=9) * 3
+    check_deriv(make, lambda x: ng.softmax(x), ([C, N], v))
+    check_deriv(make, lambda x: ng.cross_entropy_multi(ng.softmax(x), ng.constant(t, [C, N])),
+                ([C, N], v))
+    check_deriv(make, lambda x: ng.cross_entropy_binary(ng.sigmoid(x), ng.constant(t, [C, N])),
+                ([C, N], v))
+    check_deriv(make, lambda x: ng.cross_entropy_binary(ng.sigmoid(x) * 0.9 + 0.05,
+                                                        ng.constant(t, [C, N])), ([C, N], v))
+
+
+def test_softmax_cross_entropy_and_its_derivative_are_finite_at_large_logits(make):
+    C, N = fresh(3, 4, batch=(1,))
+    x = ng.placeholder([C, N], dtype=F64)
+    t = ng.placeholder([C, N], dtype=F64)
+    xv = np.array([[1000.0, -1000.0, 0.0, 1000.0], [-1000.0, 1000.0, 0.0, 1000.0],
+                   [0.0, 0.0, 1000.0, -1000.0]])
+    tv = np.eye(3)[[1, 1, 0, 2]].T
+    ce = ng.cross_entropy_multi(ng.softmax(x), t)
+    cost = ng.sum(ce, out_axes=())
+    d = ng.deriv(cost, x)
+    cev, dv = run(make, [ce, d], (x, xv), (t, tv))
+    assert np.all(np.isfinite(cev)) and np.all(np.isfinite(dv))
+    top = xv.max(0)
+    close(cev, -(xv * tv).sum(0) + top + np.log(np.exp(xv - top).sum(0)), rtol=1e-14)
+    sm = _softmax(xv, 0)
+    close(dv, sm - tv, atol=1e-12)
+    # the same for cross_entropy_binary of a sigmoid
+    ceb = ng.cross_entropy_binary(ng.sigmoid(x), t)
+    db = ng.deriv(ng.sum(ceb, out_axes=()), x)
+    cebv, dbv = run(make, [ceb, db], (x, xv), (t, tv))
+    assert np.all(np.isfinite(cebv)) and np.all(np.isfinite(dbv))
+    close(dbv, _sigmoid(xv) - tv, atol=1e-12)     # at x = 0 too: 0.5 - t
+
+
+def test_cross_entropy_multi_for_targets_not_summing_to_one(make):
+    """-sum(log(softmax(x)) * t) for any t (label mass 0.5, 0 or 2), value and derivative."""
+    C, N = fresh(3, 4, batch=(1,))
+    x, t = ng.placeholder([C, N], dtype=F64), ng.placeholder([C, N], dtype=F64)
+    xv = rand(3, 4, seed=2) * 4
+    xv[:, 3] = [1000.0, 1000.0, -1000.0]
+    tv = np.eye(3)[[0, 1, 2, 2]].T * np.array([0.5, 0.0, 2.0, 1.0])
+    ce = ng.cross_entropy_multi(ng.softmax(x), t)
+    d = ng.deriv(ng.sum(ce, out_axes=()), x)
+    cev, dv = run(make, [ce, d], (x, xv), (t, tv))
+    top = xv.max(0)
+    logsm = xv - top - np.log(np.exp(xv - top).sum(0))
+    close(cev, -(logsm * tv).sum(0), rtol=1e-13)
+    close(dv, _softmax(xv, 0) * tv.sum(0) - tv, atol=1e-12)

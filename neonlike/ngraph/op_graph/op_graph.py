@@ -790,14 +790,16 @@ def softmax(x: Any, normalization_axes: Any = None) -> TensorOp:
 
 def cross_entropy_multi(y: Any, t: Any, usebits: bool = False, out_axes: Any = None,
                         enable_softmax_opt: bool = True, enable_diff_opt: bool = True) -> TensorOp:
-    """-sum(log(y) * t); where y is a softmax, the stable form -sum(x * t) + log(Z) (no NaN
-    for logits of +-1000), for the value and for its derivative."""
+    """-sum(log(y) * t); where y is a softmax of x, the stable form
+    -sum((x - max x) * t) + log(Z) * sum(t) (no NaN for logits of +-1000), for the value and for
+    its derivative (seed-era ngraph left out the `* sum(t)`: right only for t summing to 1)."""
     y, t = as_op(y), as_op(t)
     if out_axes is None:
         out_axes = y.axes.recurrent_axes() + y.axes.batch_axes()
     smy = y.find_schema(Softmax)
     if enable_softmax_opt and smy is not None:
-        result = -sum(smy.x * t, out_axes=out_axes) + safelog(smy.Z)  # noqa: F821
+        result = -sum(smy.x * t, out_axes=out_axes) + \
+            safelog(smy.Z) * sum(t, out_axes=out_axes)  # noqa: F821
     else:
         result = -sum(safelog(y) * t, out_axes=out_axes)  # noqa: F821
     if usebits:
@@ -810,9 +812,12 @@ def cross_entropy_binary_inner(y: Any, t: Any, enable_sig_opt: bool = True,
     y, t = as_op(y), as_op(t)
     sig = y.find_schema(Sigmoid)
     if enable_sig_opt and sig is not None:
-        # -(t log y + (1-t) log(1-y)) with y = sig(x): (1 - t) x + log(1 + exp(-x)), stably
+        # -(t log y + (1-t) log(1-y)) with y = sig(x) is (1 - t) x + log(1 + exp(-x)); stably,
+        # log(1 + exp(-x)) = (|x| - x) / 2 + log(1 + exp(-|x|)), whose kinks at 0 cancel, so
+        # the derivative is sig(x) - t there too (max(-x, 0) would give -t or 1 - t)
         x = sig.x
-        return (1 - t) * x + maximum(-x, 0.0) + safelog(1 + exp(-absolute(x)))  # noqa: F821
+        ax = absolute(x)  # noqa: F821
+        return (0.5 - t) * x + 0.5 * ax + safelog(1 + exp(-ax))  # noqa: F821
     return -(safelog(y) * t + safelog(1 - y) * (1 - t))  # noqa: F821
 
 

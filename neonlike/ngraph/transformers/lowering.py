@@ -303,8 +303,13 @@ class Lowering:
         error = self.value(op.error, frame)
         if isinstance(dependent, float):           # a constant: its derivative is zero
             return build(E.ADD, self._filled(0.0, tuple(target.shape)), 0.0)
-        if not isinstance(error, float) and _shape(error) != _shape(dependent):
-            error = build(E.ADD, self._filled(0.0, _shape(dependent)), error)
+        # a value lacking some of its axes (broadcast ones) is spread over them, so that the
+        # dependent and the error have one shape; Autodiff sums the gradient back
+        full = _shape_in(op.dependent.axes, frame)
+        if _shape(dependent) != full:
+            dependent = build(E.ADD, self._filled(0.0, full), dependent)
+        if not isinstance(error, float) and _shape(error) != full:
+            error = build(E.ADD, self._filled(0.0, full), error)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UnusedTensorWarning)
             return Autodiff(dependent, self.be, next_error=error).get_grad_op_tree([target])[0]
