@@ -29,6 +29,8 @@ Choices where the seeds are silent: ops compare and hash by identity (`==` is id
 ngraph, whose ops key dicts; use `ng.equal` for elementwise equality); a number or numpy scalar
 operand is a scalar constant; a numpy array operand needs axes (`ng.constant(a, axes)`): an array
 without them gets fresh anonymous axes, which pair with nothing. `mod` is numpy's (floored).
+Results are float32 as in ngraph, unless an operand is float64 (then float64: the numeric
+derivative checks run in it); comparisons give booleans, argmax / argmin int32.
 """
 from __future__ import annotations
 
@@ -205,7 +207,7 @@ class TensorOp(Op):
 
 def _full_slice(key: Any, n: int) -> bool:
     keys = key if isinstance(key, tuple) else (key,)
-    return builtins.all(k == slice(None) or k is Ellipsis for k in keys) and len(keys) <= max(n, 1)
+    return builtins.all(k == slice(None) or k is Ellipsis for k in keys) and len(keys) <= builtins.max(n, 1)
 
 
 # **************** tensors with storage ****************

@@ -178,7 +178,12 @@ class Transformer:
             return
         if callable(value):
             value = value(lengths)
-        array = np.broadcast_to(np.asarray(value, dtype=t.dtype), lengths)
+        array = np.asarray(value, dtype=t.dtype)
+        if array.ndim and array.shape != lengths:
+            raise ValueError(f"{op.name}: its initial value has shape {array.shape}, its axes "
+                             f"{list(op.axes)} have lengths {lengths} (was an axis length "
+                             f"changed after the value was given?)")
+        array = np.broadcast_to(array, lengths)
         t.set(np.ascontiguousarray(array).reshape(t.shape))
 
     def _feed(self, p: G.AssignableTensorOp, value: Any) -> None:
