@@ -40,6 +40,9 @@ def cpu_engine(request, monkeypatch):
         return
     from neonlike.backends.cpu import device as nervanacpu
     from neonlike.backends.cpu import program as fused_cpu
+    # the suite compiles thousands of structures in one process, far past a user's budget
+    # (NEONLIKE_MAX_COMPILED; tests/test_engine_memory.py tests the budget itself)
+    monkeypatch.setattr(fused_cpu.ENGINE, "max_compiled", 1 << 30)
     if getattr(request.module, "CPU_ENGINE", "fused") == "reference":
         monkeypatch.setattr(nervanacpu, "_FUSED", [None])
     else:
