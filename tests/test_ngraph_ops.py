@@ -138,7 +138,8 @@ def test_seed_000_elementwise_axis_table_with_values(make):
 
     def p(*axes):
         shape = tuple(a.length for a in axes)
-        return ng.placeholder(list(axes), dtype=F64), rand(*shape, seed=len(axes) * 7 + vals[axes[0]])
+        seed = len(axes) * 7 + vals[axes[0]]
+        return ng.placeholder(list(axes), dtype=F64), rand(*shape, seed=seed)
 
     cases = [((H,), (H,), (H,)), ((H, W), (H, W), (H, W)), ((H, W), (H,), (H, W)),
              ((H, W), (W,), (H, W)), ((H, W), (W, N), (H, W, N)), ((H, W), (N, W), (H, W, N)),
@@ -364,7 +365,8 @@ def test_slices(make):
     cases = [(s14, xv[1:4]), (x[2], xv[2]), (x[:, 1], xv[:, 1]), (x[::-1, 1:], xv[::-1, 1:]),
              (x[-1], xv[-1]), (x[1, -2], xv[1, -2]), (x[::-1], xv[::-1]),
              (ng.slice_along_axis(x, B, 3), xv[:, 3]), ((x + 1)[1:3, 2], xv[1:3, 2] + 1),
-             ((x * 2)[3:0:-1], xv[3:0:-1] * 2), (s14 + ng.cast_axes(x[0:3], s14.axes), xv[1:4] + xv[0:3]),
+             ((x * 2)[3:0:-1], xv[3:0:-1] * 2),
+             (s14 + ng.cast_axes(x[0:3], s14.axes), xv[1:4] + xv[0:3]),
              (x[1:4] + x[0:3], xv[1:4, :, None] + xv[0:3].T[None])]   # two sliced axes: outer sum
     for op, want in cases:
         assert op.axes.lengths == np.shape(want), (op.axes.lengths, np.shape(want))

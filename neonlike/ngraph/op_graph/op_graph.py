@@ -207,7 +207,8 @@ class TensorOp(Op):
 
 def _full_slice(key: Any, n: int) -> bool:
     keys = key if isinstance(key, tuple) else (key,)
-    return builtins.all(k == slice(None) or k is Ellipsis for k in keys) and len(keys) <= builtins.max(n, 1)
+    whole = builtins.all(k == slice(None) or k is Ellipsis for k in keys)
+    return whole and len(keys) <= builtins.max(n, 1)
 
 
 # **************** tensors with storage ****************
