@@ -325,10 +325,10 @@ def test_an_axis_length_changed_after_a_constant_was_given_is_named(make):
 
 
 def test_constant_values_and_axes_must_agree():
-    A, B = fresh(2, 3)
+    A, B = ng.make_axis(length=2, name="kA"), ng.make_axis(length=3, name="kB")
     with pytest.raises(ValueError, match=r"a value of shape \(2, 3\) needs 2 axes, got 1"):
         ng.constant(np.ones((2, 3)), [A])
-    with pytest.raises(ValueError, match=r"axis g1 has length 3, the value's dimension is 2"):
+    with pytest.raises(ValueError, match=r"axis kB has length 3, the value's dimension is 2"):
         ng.constant(np.ones((2, 2)), [A, B])
 
 
