@@ -470,3 +470,20 @@ def test_other_build_errors_are_clear():
         x + "1"
     with pytest.raises(ValueError, match=r"unknown transformer 'tpu'; the choices are"):
         ng.make_transformer_factory("tpu")
+
+
+def test_a_strided_device_tensor_is_read_in_another_axis_order_through_permuted_strides():
+    # the GPU's tensors carry element strides: a permuted view swaps shape and strides, no copy
+    from neonlike.ngraph.transformers.lowering import _permuted
+
+    class Strided:
+        def __init__(self, shape, strides, offset=0):
+            self.shape, self.strides, self.offset = shape, strides, offset
+
+        def _derived(self, shape, offset, strides):
+            return Strided(shape, strides, self.offset + offset)
+
+    t = _permuted(Strided((2, 3, 4), (12, 4, 1)), [2, 0, 1])
+    assert (t.shape, t.strides, t.offset) == ((4, 2, 3), (1, 12, 4), 0)
+    with pytest.raises(NotImplementedError, match="permuted view"):
+        _permuted(object(), [1, 0])

@@ -53,6 +53,17 @@ def _shape(x: Any) -> tuple:
     return tuple(x.shape) if hasattr(x, "shape") else (1, 1)
 
 
+def _permuted(t: Any, perm: list) -> Any:
+    """A view of engine tensor `t` with its axes in the order `perm` (no copy): a transposed
+    numpy view on the CPU, permuted strides on the GPU."""
+    if hasattr(t, "_tensor"):
+        return t._derived(np.transpose(t._tensor, perm))
+    if hasattr(t, "strides"):
+        return t._derived(tuple(t.shape[i] for i in perm), 0, tuple(t.strides[i] for i in perm))
+    raise NotImplementedError(f"ngraph on {type(t).__name__}: a tensor read in another axis "
+                              f"order needs a permuted view, which this backend does not give")
+
+
 class Lowering:
     """Lowers ops for one transformer; `storage(op)` gives an op's engine tensor."""
 
@@ -160,11 +171,8 @@ class Lowering:
         axes = list(axes)
         order = [a for a in frame if a in set(axes)]
         if order != axes:
-            if not hasattr(t, "_tensor"):
-                raise NotImplementedError(f"ngraph on {type(t).__name__}: a tensor read in "
-                                          f"another axis order needs host views (the CPU's)")
             perm = [axes.index(a) for a in order] + list(range(len(axes), len(t.shape)))
-            t = t._derived(np.transpose(t._tensor, perm))
+            t = _permuted(t, perm)
         shape = _shape_in(axes, frame)
         return t if tuple(t.shape) == shape else t.reshape(shape)
 
@@ -259,7 +267,9 @@ class Lowering:
         index = index + (slice(None),) * (len(_pad2(_lengths(x.axes))) - len(index))
         if isinstance(x, G.AssignableTensorOp) and not x.is_scalar_constant:
             t = self.storage(x)
-            return self._reshape(t._derived(t._tensor[index]), _pad2(_lengths(op.axes)))
+            if hasattr(t, "_tensor"):           # the CPU's: a view
+                return self._reshape(t._derived(t._tensor[index]), _pad2(_lengths(op.axes)))
+            return self._reshape(build(E.SLICE, t, None, index=index), _pad2(_lengths(op.axes)))
         src = self.in_own(x)
         return self._reshape(build(E.SLICE, src, None, index=index), _pad2(_lengths(op.axes)))
 
