@@ -242,7 +242,7 @@ def main() -> int:
     text = "\n".join([
         f"Machine: {machine_line(args.threads, peers, be)}.",
         "",
-        f"Run: `python benchmarks/bench_ngraph.py{' --quick' if args.quick else ''}`, "
+        f"Run: `{' '.join(['python benchmarks/bench_ngraph.py', *sys.argv[1:]])}`, "
         f"{time.perf_counter() - started:.0f} s; medians of {cfg.repeats} interleaved rounds; "
         f"ngraph computations on the '{args.transformer}' transformer.",
         "",
