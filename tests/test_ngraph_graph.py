@@ -487,3 +487,46 @@ def test_a_strided_device_tensor_is_read_in_another_axis_order_through_permuted_
     assert (t.shape, t.strides, t.offset) == ((4, 2, 3), (1, 12, 4), 0)
     with pytest.raises(NotImplementedError, match="permuted view"):
         _permuted(object(), [1, 0])
+
+
+def test_updates_use_the_values_of_the_call_not_of_earlier_updates(make):
+    # b's gradient reads w: computed with w as it was at the call (one gradient step), not with
+    # w already updated by the statement before (schedule.py: deferred updates)
+    X = ng.make_axis(length=3, name="X")
+    x0 = np.array([0.5, -1.0, 2.0])
+    w = ng.variable([X], initial_value=x0)
+    b = ng.variable([X], initial_value=np.array([0.1, 0.2, 0.3]))
+    loss = ng.sum(ng.tanh(w * b) * w, reduction_axes=[X])
+    with ng.Op.saved_user_deps():
+        updates = [ng.assign(v, v - 0.5 * ng.deriv(loss, v)) for v in (w, b)]
+    f = make().computation([loss] + updates)
+    f()
+    w1, b1 = x0, np.array([0.1, 0.2, 0.3])
+    t = np.tanh(w1 * b1)
+    dw = t + w1 * (1 - t * t) * b1
+    db = w1 * w1 * (1 - t * t)
+    t2 = f.transformer
+    np.testing.assert_allclose(t2.storage(w).get().ravel(), w1 - 0.5 * dw, rtol=1e-5)
+    np.testing.assert_allclose(t2.storage(b).get().ravel(), b1 - 0.5 * db, rtol=1e-5)
+
+
+def test_a_value_read_by_several_statements_is_computed_once(make):
+    # the forward dot is read by the cost and by both gradients: one statement computes it
+    from neonlike.optree import OpTreeNode, dag_postorder
+    C, Y, N = (ng.make_axis(length=n) for n in (4, 3, 5))
+    x = ng.placeholder([C, N])
+    w = ng.variable([C, Y], initial_value=np.linspace(-1, 1, 12).reshape(4, 3))
+    b = ng.variable([Y], initial_value=0.5)
+    h = ng.tanh(ng.dot(w, x) + b)
+    cost = ng.sum(h * h, reduction_axes=h.axes)
+    with ng.Op.saved_user_deps():
+        updates = [ng.assign(v, v - 0.1 * ng.deriv(cost, v)) for v in (w, b)]
+    f = make().computation([cost] + updates, x)
+    xv = np.linspace(-2, 2, 20).reshape(4, 5)
+    c0 = f(xv)[0]
+    forward = [n for _, tree in f.statements if isinstance(tree, OpTreeNode)
+               for n in dag_postorder(tree) if n[0]["op"] == "dot"
+               and n.shape == (3, 5)]
+    assert len(forward) == 1, f"the forward dot is computed {len(forward)} times"
+    wv, bv = np.linspace(-1, 1, 12).reshape(4, 3), 0.5
+    assert np.isclose(c0, (np.tanh(wv.T @ xv + bv) ** 2).sum(), rtol=1e-5)

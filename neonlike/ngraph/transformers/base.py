@@ -28,6 +28,7 @@ import numpy as np
 from ...axes import Axes
 from ..op_graph import op_graph as G
 from .lowering import Lowering, _lengths, _pad2
+from .schedule import dependency_order as _dependency_order, schedule
 
 
 class Computation:
@@ -75,15 +76,16 @@ class Computation:
         for op in order:
             if isinstance(op, G.AssignOp):
                 lvalue, rvalue = op.args
-                statements.append(self._statement(t.storage(lvalue), lvalue, rvalue))
+                statements.append((*self._statement(t.storage(lvalue), lvalue, rvalue), op))
             if op in wanted and isinstance(op, G.TensorOp) and op not in self._outs:
                 op.axes.require_lengths()
                 out = t.be.empty(_pad2(_lengths(op.axes)), dtype=_out_dtype(op))
                 self._outs[op] = out
                 # a tensor with storage is read when the computation is done (its updates in)
                 (stored if isinstance(op, G.AssignableTensorOp) else statements).append(
-                    self._statement(out, op, op))
-        return statements + stored
+                    (*self._statement(out, op, op), op))
+        statements = schedule(t.be, statements + stored)
+        return [(out, tree) for out, tree, _ in statements]
 
     def _statement(self, out: Any, lvalue: G.TensorOp, value: G.TensorOp) -> tuple:
         t = self.transformer
@@ -99,7 +101,7 @@ class Computation:
         out = self._outs.get(op)
         if out is None:
             return None
-        return out.get().reshape(_lengths(op.axes)).astype(op.dtype)
+        return out.get().reshape(_lengths(op.axes)).astype(op.dtype, copy=False)
 
 
 def _out_dtype(op: G.TensorOp) -> Any:
@@ -107,25 +109,6 @@ def _out_dtype(op: G.TensorOp) -> Any:
     if op.dtype.kind == "b":
         return np.float32
     return op.dtype if op.dtype.kind == "f" else np.float64
-
-
-def _dependency_order(roots: list) -> list:
-    """Ops reachable from `roots` through args and other_deps, each after its dependencies
-    (depth first, in the roots' order); iterative, so deep graphs do not recurse."""
-    order, done, stack = [], set(), [(r, False) for r in reversed(roots)]
-    while stack:
-        op, expanded = stack.pop()
-        if op in done:
-            continue
-        if expanded:
-            done.add(op)
-            order.append(op)
-            continue
-        stack.append((op, True))
-        for d in reversed(list(op.all_deps())):
-            if d not in done:
-                stack.append((d, False))
-    return order
 
 
 class Transformer:
