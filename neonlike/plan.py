@@ -48,6 +48,24 @@ class Stage:
     domain: int = -1               # FUSED with reductions: position of a reduction node, whose
                                    # operand's shape is the reduction domain
     inputs: tuple = ()             # GEMM: (a, b) buffers; HOST: (node position,)
+    trans: tuple = ()              # GEMM: (a, b) read transposed (2-D views), or () for neither
+
+
+def gemm_operands(stage: Stage, bufs: Any) -> tuple:
+    """A GEMM stage's two operands from `bufs` (arrays or tensors with `.T`), as it reads them."""
+    a, b = (bufs[x] for x in stage.inputs)
+    if stage.trans:
+        a = a.T if stage.trans[0] else a
+        b = b.T if stage.trans[1] else b
+    return a, b
+
+
+def _transposed(x: Any) -> Any:
+    """The operand of a 2-D transpose node (the whole transpose of a matrix), else None."""
+    if type(x) is OpTreeNode and x[0]["op"] == Op.TRANSPOSE and len(shape_of(x[1])) == 2 \
+            and x[0].get("axes") in (None, (1, 0)):
+        return x[1]
+    return None
 
 
 @dataclass(frozen=True)
@@ -299,10 +317,15 @@ class _Planner:
     def _materialize(self, node: OpTreeNode) -> Any:
         kind = node.kind
         if kind is Kind.MATMUL:
-            a = yield self.as_buffer(node[1])
-            b = yield self.as_buffer(node[2])
+            # a 2-D transpose of an operand is read as a transposed view (BLAS's trans flag),
+            # not copied by a host stage: Autodiff's dot rule makes dz @ y.T and x.T @ dz
+            ta, tb = (_transposed(c) for c in (node[1], node[2]))
+            a = yield self.as_buffer(node[1] if ta is None else ta)
+            b = yield self.as_buffer(node[2] if tb is None else tb)
             buf = self.new_temp(node)
-            self.stages.append(Stage(StageKind.GEMM, buf, inputs=(a, b)))
+            trans = (ta is not None, tb is not None)
+            self.stages.append(Stage(StageKind.GEMM, buf, inputs=(a, b),
+                                     trans=trans if any(trans) else ()))
             return buf
         if kind is Kind.STRUCTURAL or not self._fusable(node):
             buf = self.new_temp(node)

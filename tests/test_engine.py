@@ -153,3 +153,32 @@ def test_a_gemm_statement_into_its_own_operand_goes_the_safe_way(cpu):
     for _ in range(2):
         h[:] = cpu.dot(a, b)
     np.testing.assert_allclose(h.get(), x @ y, rtol=1e-5)
+
+
+def test_a_transposed_gemm_operand_is_a_view_not_a_host_copy():
+    # Autodiff's dot rule makes dz @ y.T and x.T @ dz: the GEMM stage reads the transpose as a
+    # view (BLAS's trans flag) instead of a host stage copying it
+    from neonlike import plan as P
+    from neonlike.backends import gen_backend
+    from neonlike.backends.cpu.program import ENGINE
+    be = gen_backend("cpu")
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((4, 4)).astype(np.float32)
+    B = rng.standard_normal((4, 3)).astype(np.float32)
+    a, b, bt = be.array(A), be.array(B), be.array(B.T.copy())
+    out = be.empty((4, 3))
+    cases = [
+        (lambda: be.dot(be.transpose(a), b), lambda: A.T @ B, (True, False)),
+        (lambda: be.dot(be.transpose(a * 2.0), b) + 1.0, lambda: (2 * A).T @ B + 1, (True, False)),
+        (lambda: be.dot(a, be.transpose(bt)), lambda: A @ B, (False, True)),
+    ]
+    for make, want, trans in cases:
+        for _ in range(2):                     # interpreted, then compiled
+            out[:] = make()
+            np.testing.assert_allclose(out.get(), want(), rtol=1e-5)
+        stages = ENGINE.programs.get(P.walk(out, make())[0]).plan.stages
+        assert [s.kind for s in stages if s.kind is P.StageKind.HOST] == []
+        assert [s.trans for s in stages if s.kind is P.StageKind.GEMM] == [trans]
+    want = A.T @ A
+    a[:] = be.dot(be.transpose(a), a)          # the output is the transposed operand
+    np.testing.assert_allclose(a.get(), want, rtol=1e-5)

@@ -183,13 +183,16 @@ class Program:
         """A runner for `out[:] = dot(a, b)` of two tensors: a GEMM into the output without a
         walk (gemm.gemm goes through a temp where the output overlaps an operand); False
         (nothing done) where a dtype is not the compute dtype or a size is zero."""
-        ia, ib = self.plan.stages[0].inputs
+        stage = self.plan.stages[0]
+        ia, ib = stage.inputs
         if max(ia, ib) >= self.plan.n_inputs:
             return None
         dt = self.dtype
+        ta, tb = stage.trans or (False, False)
 
         def fast(out: Any, tensors: Any, consts: Any) -> bool:
             target, a, b = out._host(), tensors[ia]._host(), tensors[ib]._host()
+            a, b = (a.T if ta else a), (b.T if tb else b)
             if consts or not (target.dtype == a.dtype == b.dtype == dt) or \
                     0 in a.shape or 0 in b.shape or target.size == 0:
                 return False
@@ -209,7 +212,8 @@ class Program:
             for a in bufs.values())
         if self.gemm_only and direct and target.dtype == dt:
             # gemm.gemm itself goes through a temp where the target overlaps an operand
-            gemm.gemm(*(np.asarray(bufs[x], dtype=dt) for x in plan.stages[0].inputs), target)
+            gemm.gemm(*(np.asarray(v, dtype=dt) for v in P.gemm_operands(plan.stages[0], bufs)),
+                      target)
             return
         bufs[plan.n_inputs] = target if direct else np.empty(out.shape, dtype=dt)
         for j, pos in enumerate(plan.temps):
@@ -230,7 +234,7 @@ class Program:
                 fn = k.parallel if size >= self.parallel_min else k.serial
                 fn(dst, dom, *args, *(c[j] for j in k.consts))
             elif stage.kind is P.StageKind.GEMM:
-                a, b = (np.asarray(bufs[x], dtype=dt) for x in stage.inputs)
+                a, b = (np.asarray(v, dtype=dt) for v in P.gemm_operands(stage, bufs))
                 gemm.gemm(a, b, dst)
             else:
                 dst[...] = reference.evaluate(nodes[stage.inputs[0]], dt)

@@ -323,7 +323,8 @@ class _Program:
         descs = [t.desc() for t in tensors]
         direct = not any(overlaps(out_d, d) and not same_view(out_d, d) for d in descs)
         if self.gemm_only and direct and out.dtype == dt:
-            a, b = (tensors[x] if x < plan.n_inputs else None for x in plan.stages[0].inputs)
+            a, b = (P.gemm_operands(plan.stages[0], tensors)
+                    if max(plan.stages[0].inputs) < plan.n_inputs else (None, None))
             if a is not None and b is not None and be._gemm(a, b, out, 1.0, 0.0):
                 return
         target = out if direct else be._empty(out.shape, out.dtype)
@@ -340,7 +341,7 @@ class _Program:
                 big = index64 or math.prod(dom) > INDEX32_MAX
                 be._launch(self.kernel(be, i, big), dst, dom, bufs, consts)
             elif stage.kind is P.StageKind.GEMM:
-                a, b = (bufs[x] for x in stage.inputs)
+                a, b = P.gemm_operands(stage, bufs)
                 be._matmul(a, b, dst, 1.0, 0.0)
             else:
                 dst._store(reference.evaluate(nodes[stage.inputs[0]], dt))
