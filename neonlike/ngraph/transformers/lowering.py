@@ -73,24 +73,29 @@ class Lowering:
 
     # ---------------------------------------------------------------- frames
     def frame(self, op: G.TensorOp, first: Any = ()) -> tuple:
-        """`first` (or op's axes), then every axis op's fusable region touches."""
-        axes = list(first) or list(op.axes)
-        seen = set(axes)
-        stack = [op]
-        visited = set()
+        """`first` (or op's axes), then every axis op's fusable region touches: first those of
+        the values the region reads (dots, tensors, structural ops), in their own order, so
+        that they enter the frame without a transpose, then the others."""
+        outer, inner = [], []
+        stack, visited = [op], set()
         while stack:
             x = stack.pop()
             if x in visited:
                 continue
             visited.add(x)
+            if self._in_region(x):
+                inner.append(x)
+                if not isinstance(x, G.AxesCastOp):   # a cast's operand is read under its axes
+                    stack.extend(reversed([a for a in x.args if isinstance(a, G.TensorOp)]))
+            else:
+                outer.append(x)
+        axes = list(first) or list(op.axes)
+        seen = set(axes)
+        for x in outer + inner:
             for a in x.axes:
                 if a not in seen:
                     seen.add(a)
                     axes.append(a)
-            if self._in_region(x):
-                if isinstance(x, G.AxesCastOp):
-                    continue      # its operand is read under the cast's axes (see value)
-                stack.extend(reversed([a for a in x.args if isinstance(a, G.TensorOp)]))
         return tuple(axes)
 
     @staticmethod
@@ -302,17 +307,32 @@ class Lowering:
         return tree
 
     def _deriv(self, op: G.DerivOp) -> Any:
-        from ...backends.autodiff import Autodiff, UnusedTensorWarning
+        from ...backends.autodiff import UnusedTensorWarning
         w = op.independent
         if not isinstance(w, G.AssignableTensorOp) or w.is_scalar_constant:
             raise NotImplementedError(f"deriv: the independent must be a variable or placeholder "
                                       f"(a tensor with storage), got {type(w).__name__} {w.name}")
         target = self.storage(w)
+        # one Autodiff per (dependent, error): the derivatives of one cost share its backward
+        # pass, node for node (schedule.py then computes its shared parts once)
+        key = ("autodiff", op.dependent, op.error)
+        ad = self.memo.get(key)
+        if ad is None:
+            ad = self.memo[key] = self._autodiff(op)
+        if isinstance(ad, float):
+            return build(E.ADD, self._filled(0.0, tuple(target.shape)), 0.0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UnusedTensorWarning)
+            return ad.get_grad_op_tree([target])[0]
+
+    def _autodiff(self, op: G.DerivOp) -> Any:
+        """neonlike's Autodiff of op's dependent weighted by its error (0.0: a constant)."""
+        from ...backends.autodiff import Autodiff
         frame = self.frame(op.dependent)
         dependent = self.value(op.dependent, frame)
         error = self.value(op.error, frame)
         if isinstance(dependent, float):           # a constant: its derivative is zero
-            return build(E.ADD, self._filled(0.0, tuple(target.shape)), 0.0)
+            return 0.0
         # a value lacking some of its axes (broadcast ones) is spread over them, so that the
         # dependent and the error have one shape; Autodiff sums the gradient back
         full = _shape_in(op.dependent.axes, frame)
@@ -320,6 +340,4 @@ class Lowering:
             dependent = build(E.ADD, self._filled(0.0, full), dependent)
         if not isinstance(error, float) and _shape(error) != full:
             error = build(E.ADD, self._filled(0.0, full), error)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UnusedTensorWarning)
-            return Autodiff(dependent, self.be, next_error=error).get_grad_op_tree([target])[0]
+        return Autodiff(dependent, self.be, next_error=error)
