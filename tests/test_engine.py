@@ -182,3 +182,38 @@ def test_a_transposed_gemm_operand_is_a_view_not_a_host_copy():
     want = A.T @ A
     a[:] = be.dot(be.transpose(a), a)          # the output is the transposed operand
     np.testing.assert_allclose(a.get(), want, rtol=1e-5)
+
+
+def test_a_prepared_statement_walks_once_and_follows_its_tensors(monkeypatch):
+    # Engine.prepare: the ngraph transformers' statements (the same tree objects each call)
+    from neonlike.backends import gen_backend
+    from neonlike.backends.cpu.program import ENGINE
+    monkeypatch.setattr(ENGINE, "jit_after", 2)        # interpreted first, then compiled
+    be = gen_backend("cpu")
+    rng = np.random.default_rng(5)
+    x = be.array(rng.standard_normal((6, 4)).astype(np.float32))
+    w = be.array(rng.standard_normal((4, 3)).astype(np.float32))
+    s = be.array(np.float32([[0.5, 1.5, 2.5]]))
+    out = be.empty((6, 3))
+    trees = [be.tanh(be.dot(x, w) * 2.0 + s) - s,          # GEMM + fused: no fast runner
+             be.sig(x * 3.0 + 1.0) * x,                    # one fused stage: the fast runner
+             be.sum(x * x, axis=1) * 0.5]
+    outs = [out, be.empty((6, 4)), be.empty((6, 1))]
+    refs = [lambda X, W, S: np.tanh(X @ W * 2 + S) - S,
+            lambda X, W, S: 1 / (1 + np.exp(-(X * 3 + 1))) * X,
+            lambda X, W, S: (X * X).sum(axis=1, keepdims=True) * 0.5]
+    runs = [ENGINE.prepare(o, t) for o, t in zip(outs, trees)]
+    for call in range(4):
+        X = rng.standard_normal((6, 4)).astype(np.float32)
+        x.set(X)                                           # the tensors' values change
+        walks = ENGINE.stats["walks"]
+        for run in runs:
+            run()
+        if call >= 2:
+            assert ENGINE.stats["walks"] == walks          # compiled: no walk, no execute
+        for o, ref in zip(outs, refs):
+            np.testing.assert_allclose(o.get(), ref(X, w.get(), s.get()), rtol=1e-4, atol=1e-6)
+    empty = be.empty((0, 4))
+    run = ENGINE.prepare(empty, be.array(np.zeros((0, 4), np.float32)) * 2.0)
+    run()
+    run()                                                  # a zero size keeps going through execute

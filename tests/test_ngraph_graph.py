@@ -524,7 +524,7 @@ def test_a_value_read_by_several_statements_is_computed_once(make):
     f = make().computation([cost] + updates, x)
     xv = np.linspace(-2, 2, 20).reshape(4, 5)
     c0 = f(xv)[0]
-    forward = [n for _, tree in f.statements if isinstance(tree, OpTreeNode)
+    forward = [n for _, tree in f.trees if isinstance(tree, OpTreeNode)
                for n in dag_postorder(tree) if n[0]["op"] == "dot"
                and n.shape == (3, 5)]
     assert len(forward) == 1, f"the forward dot is computed {len(forward)} times"

@@ -140,6 +140,37 @@ class Engine:
             return
         program.run(out, tensors, consts, nodes)
 
+    def prepare(self, out: Any, value: Any) -> Callable[[], None]:
+        """`out[:] = value` as a runner for a statement run many times as it is (the same tree
+        object over the same tensors: an ngraph computation's): the walk is done here, once,
+        and once the structure is compiled each call runs its program straight away. Until
+        then (the interpreted tier, a structure over the compile budget, a zero size) a call
+        goes through execute()."""
+        if not isinstance(value, OpTreeNode) or DEBUG:
+            return lambda: self.execute(out, value)
+        walk_key, tensors, consts, nodes = P.walk(out, value)
+        empty = out.size == 0 or any(t.size == 0 for t in tensors) or \
+            any(0 in n.shape for n in nodes)
+        ready: list = []
+        d = value[0]
+        # the program's fast runner where it has one (one fused stage) and the tree's interned
+        # constants are the walk's (no shared subtree holding constants)
+        interned = getattr(d, "consts", None)
+        fast_consts = interned if interned is not None and len(interned) == len(consts) else None
+
+        def run() -> None:
+            if ready:
+                program = ready[0]
+                if program.fast is None or fast_consts is None or \
+                        not program.fast(out, tensors, fast_consts):
+                    program.run(out, tensors, consts, nodes)
+                return
+            self.execute(out, value)
+            program = self.programs.get(walk_key)
+            if program is not None and not empty:
+                ready.append(program)
+        return run
+
     def _interpret_first(self, key: tuple, out: Any, tensors: list) -> bool:
         """Tiered execution: a structure is interpreted its first jit_after - 1 runs (unless its
         tensors are large: COMPILE_AT_ONCE)."""

@@ -58,8 +58,8 @@ class Computation:
         for p, value in zip(self.parameters, args):
             t._feed(p, value)
         t._draw_random(self)
-        for out, tree in self.statements:
-            t._run(out, tree)
+        for run in self.statements:
+            run()
         values = tuple(self._fetch(r) for r in self.results)
         return values[0] if self.single else values
 
@@ -85,7 +85,8 @@ class Computation:
                 (stored if isinstance(op, G.AssignableTensorOp) else statements).append(
                     (*self._statement(out, op, op), op))
         statements = schedule(t.be, statements + stored)
-        return [(out, tree) for out, tree, _ in statements]
+        self.trees = [(out, tree) for out, tree, _ in statements]
+        return [t._prepare(out, tree) for out, tree in self.trees]
 
     def _statement(self, out: Any, lvalue: G.TensorOp, value: G.TensorOp) -> tuple:
         t = self.transformer
@@ -102,6 +103,15 @@ class Computation:
         if out is None:
             return None
         return out.get().reshape(_lengths(op.axes)).astype(op.dtype, copy=False)
+
+
+def _engine(be: Any) -> Any:
+    """The engine (engine.Engine) that runs `be`'s statements, or None (the reference)."""
+    engine = getattr(be, "_engine", None)          # the GPU's
+    if engine is None and type(be).__module__.startswith("neonlike.backends.cpu"):
+        from ...backends.cpu.device import _fused
+        engine = _fused()
+    return engine
 
 
 def _out_dtype(op: G.TensorOp) -> Any:
@@ -195,6 +205,14 @@ class Transformer:
 
     def _run(self, out: Any, tree: Any) -> None:
         out[:] = tree
+
+    def _prepare(self, out: Any, tree: Any) -> Any:
+        """A runner of `out[:] = tree` (the same objects each call): the engine's prepared
+        statement where the backend runs one (engine.Engine.prepare), else an assignment."""
+        engine = _engine(self.be)
+        if engine is None:
+            return lambda: self._run(out, tree)
+        return engine.prepare(out, tree)
 
 
 def transformer_factory(name: str) -> Any:

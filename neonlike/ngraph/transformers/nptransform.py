@@ -23,5 +23,8 @@ class NumPyTransformer(Transformer):
     def _run(self, out: Any, tree: Any) -> None:
         out._store(reference.evaluate(tree, reference.tree_dtype(out, tree)))
 
+    def _prepare(self, out: Any, tree: Any) -> Any:
+        return lambda: self._run(out, tree)
+
 
 __all__ = ["NumPyTransformer"]
