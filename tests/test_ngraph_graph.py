@@ -530,3 +530,27 @@ def test_a_value_read_by_several_statements_is_computed_once(make):
     assert len(forward) == 1, f"the forward dot is computed {len(forward)} times"
     wv, bv = np.linspace(-1, 1, 12).reshape(4, 3), 0.5
     assert np.isclose(c0, (np.tanh(wv.T @ xv + bv) ** 2).sum(), rtol=1e-5)
+
+
+def test_a_variable_marked_input_is_fed_by_the_computation(make):
+    # upstream's tests feed a variable by setting `v.input = True` (an alias of is_input)
+    X = ng.make_axis(length=3, name="X")
+    v = ng.variable([X], initial_value=np.zeros(3))
+    assert v.input is False
+    v.input = True
+    assert v.is_input and v.input
+    f = make().computation(v * 2.0, v)
+    np.testing.assert_allclose(f(np.array([1.0, 2.0, 3.0])), [2.0, 4.0, 6.0])
+
+
+def test_the_readme_ngraph_example_runs():
+    # the README's ngraph section, as written there
+    import re
+    from pathlib import Path
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = text.split("## ngraph", 1)[1].split("\n## ", 1)[0]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    scope: dict = {}
+    exec(compile(code.replace("print(", "_ = ("), "README.md", "exec"), scope)
+    assert tuple(a.short_name for a in scope["y"].axes) == ("Y", "N")
+    assert np.isfinite(scope["train"](np.ones((4, 8)))[0])

@@ -231,6 +231,16 @@ class AssignableTensorOp(TensorOp):
                 self.initializers.add(InitTensorOp(self, initial_value))
 
     @property
+    def input(self) -> bool:
+        """Upstream's spelling of `is_input` (its tests set `v.input = True` to feed a variable
+        through a computation's arguments)."""
+        return self.is_input
+
+    @input.setter
+    def input(self, value: bool) -> None:
+        self.is_input = bool(value)
+
+    @property
     def is_scalar_constant(self) -> bool:
         return self.is_constant and not len(self.axes) and self.const is not None
 
