@@ -133,9 +133,9 @@ WORKER = _Worker()
 
 def _serve() -> None:
     """The child: compile each request into numba's disk cache; answer (status, detail)."""
-    import importlib.util
     import resource
-    from ..cache import _recovering_numba_cache
+    from pathlib import Path
+    from ..cache import _import, _recovering_numba_cache
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr          # nothing but answers on the pipe
     while True:
@@ -145,15 +145,8 @@ def _serve() -> None:
             return
         try:
             mod = sys.modules.get(name)
-            if mod is None:          # the same module name as the parent's: numba's cache
-                spec = importlib.util.spec_from_file_location(name, path)   # records it
-                mod = importlib.util.module_from_spec(spec)
-                sys.modules[name] = mod
-                try:
-                    spec.loader.exec_module(mod)
-                except BaseException:
-                    sys.modules.pop(name, None)
-                    raise
+            if mod is None:          # the parent's module name: numba's cache records it
+                mod = _import(name, Path(path))
                 _recovering_numba_cache(mod)     # numba's files read and written as the parent's
             fn = getattr(mod, func)
             fn.compile(sig)
