@@ -194,6 +194,9 @@ def test_ctrl_c_during_numba_import_leaves_the_process_working(tmp_path):
     script = textwrap.dedent("""
         import signal, sys
         import numpy as np
+        # as in an interactive session: a background job (CI under `cmd &`, nohup) starts with
+        # SIGINT ignored, and Python then leaves it ignored
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
         class CtrlC:
             def find_spec(self, name, path=None, target=None):
