@@ -689,3 +689,25 @@ def test_cross_entropy_multi_for_targets_not_summing_to_one(make):
     logsm = xv - top - np.log(np.exp(xv - top).sum(0))
     close(cev, -(logsm * tv).sum(0), rtol=1e-13)
     close(dv, _softmax(xv, 0) * tv.sum(0) - tv, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+def test_argmax_over_several_axes_is_the_flat_position_in_them(make, name):
+    # the reduction axes flattened in their order (upstream's flat index)
+    A, B, N = (ng.make_axis(length=n) for n in (3, 4, 5))
+    v = np.random.default_rng(7).standard_normal((3, 4, 5))
+    x = ng.placeholder([A, B, N])
+    f = make().computation([getattr(ng, name)(x, reduction_axes=[A, B]),
+                            getattr(ng, name)(x, reduction_axes=[B, A])], x)
+    ab, ba = f(v)
+    want = getattr(np, name)
+    np.testing.assert_array_equal(ab, want(v.reshape(12, 5), axis=0))
+    np.testing.assert_array_equal(ba, want(v.transpose(1, 0, 2).reshape(12, 5), axis=0))
+
+
+def test_deriv_with_respect_to_a_computed_value_is_refused_at_build_time():
+    X = ng.make_axis(length=3)
+    w = ng.variable([X], initial_value=1.0)
+    h = w * 2.0
+    with pytest.raises(NotImplementedError, match=r"independent must be a tensor with storage"):
+        ng.deriv(ng.sum(h * h, reduction_axes=[X]), h)

@@ -851,6 +851,11 @@ class DerivOp(TensorOp):
 
     def __init__(self, dependent: Any, independent: Any, error: Any, **kwargs: Any) -> None:
         dependent, independent, error = as_op(dependent), as_op(independent), as_op(error)
+        if not isinstance(independent, AssignableTensorOp) or independent.is_scalar_constant:
+            raise NotImplementedError(
+                f"deriv: the independent must be a tensor with storage (a variable or a "
+                f"placeholder), got {type(independent).__name__} {independent.name}; derivatives "
+                f"with respect to a computed value are not supported yet")
         if not error.axes.has_same_axes(dependent.axes):
             raise ValueError(f"Dependent and error must have the same set of axes: the dependent "
                              f"{dependent.name} has {list(dependent.axes)}, the error "

@@ -229,9 +229,13 @@ class Lowering:
             return self._stack(op)
         if isinstance(op, G.PadOp):
             return self._pad(op)
-        if isinstance(op, G.ReductionOp):       # argmax / argmin over several axes
-            raise NotImplementedError(f"{type(op).__name__} over several axes "
-                                      f"({list(op.reduction_axes)}): reduce one axis at a time")
+        if isinstance(op, G.ReductionOp):       # argmax / argmin over several axes: the
+            x = op.args[0]                      # position in them flattened, in their order
+            kept, red = list(op.axes), list(op.reduction_axes)
+            rows, cols = (math.prod(_lengths(v)) for v in (kept, red))
+            flat = self._reshape(self.in_own(x, kept + red), (rows, cols))
+            found = build(op.engine, flat, None, axis=1, keepdims=True)
+            return self._reshape(found, _pad2(_lengths(op.axes)))
         return self.value(op, tuple(op.axes))
 
     def in_own(self, op: G.TensorOp, first: Any = None) -> Any:
