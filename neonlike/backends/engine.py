@@ -12,6 +12,11 @@
       -> empty tensors go to the reference interpreter (no kernel handles a zero size)
       -> program.run(out, tensors, consts, nodes)
 
+A process compiles at most NEONLIKE_MAX_COMPILED structures (compiled code is never given back);
+later new structures are interpreted, large elementwise trees by rows (`interpret`). A statement
+run many times as it is (an ngraph computation's) is `prepare`d: walked once, then run straight
+on its program.
+
 A device supplies the compile step, `compile(key, out, value, tensors, nodes) -> Program`; a
 Program has `plan`, `dtype` (its compute dtype), `run(out, tensors, consts, nodes)` and `fast`:
 a runner `fast(out, tensors, consts) -> bool` for plans that need no node list, returning False
@@ -182,7 +187,6 @@ class Engine:
             return False
         self.seen.put(key, n)
         return True
-
 
     def _over_budget(self) -> bool:
         """Whether this process has compiled its NEONLIKE_MAX_COMPILED structures (one warning)."""
