@@ -408,6 +408,22 @@ class _Planner:
 _REDUCTIONS = frozenset(op.value for op, info in OP_INFO.items() if info.kind is Kind.REDUCTION)
 
 
+def local_names(program: tuple, meta: dict, out: int) -> tuple:
+    """A FUSED program with its buffers and constants numbered in the stage: (program, meta,
+    output buffer, the plan's buffers, the plan's constants). Loads read 0.. and constants c0..
+    in the order of the plan's numbers (a kernel's arguments), the output comes after the
+    buffers; so the stages of one structure render to one source, and a tree split under the
+    caps shares its kernels (issue 13). A one-stage plan's numbers are already these."""
+    bufs = tuple(sorted({ins.arg for ins in program if ins.op == "load"}))
+    consts = tuple(sorted({ins.arg for ins in program if ins.op == "const"}))
+    where = {b: j for j, b in enumerate(bufs)}
+    which = {c: j for j, c in enumerate(consts)}
+    local = tuple(ins if ins.op not in ("load", "const") else type(ins)(
+        ins.op, ins.args, (where if ins.op == "load" else which)[ins.arg]) for ins in program)
+    return (local, {**{j: meta[b] for j, b in enumerate(bufs)}, len(bufs): meta[out]},
+            len(bufs), bufs, consts)
+
+
 def closure(program: tuple, top: int, stop: int = -1) -> list[int]:
     """Instructions of a FUSED program that `top` needs, in program order, stopping at (and
     excluding the operands of) reductions and instruction `stop`: what one pass computes."""
@@ -477,4 +493,5 @@ def make_plan(out: Any, value: Any, tensors: list, nodes: list, renderable: Any)
     return KernelPlan(tuple(p.stages), p.n_inputs, tuple(p.temps))
 
 
-__all__ = ["StageKind", "Instr", "Stage", "KernelPlan", "walk", "make_plan", "closure", "dedupe"]
+__all__ = ["StageKind", "Instr", "Stage", "KernelPlan", "walk", "make_plan", "closure", "dedupe",
+           "local_names"]

@@ -142,9 +142,15 @@ def test_a_split_plan_renders_for_cuda():
     fused = _assert_capped(plan)
     assert len(fused) > 5
     meta = P.buffer_meta(plan, tensors, out, nodes, dtypes=True)
+    names = set()
     for st in fused:
         k = render_cuda.render(st, meta, "float32", np.dtype(np.float32), "t")
         assert k.source.count(f"void {k.name}(") == 1
+        assert k.bufs == tuple(sorted({i.arg for i in st.program if i.op == "load"}))
+        names.add(k.name)
+    # the stages number their buffers locally: the split chain shares its CUDA kernels, as the
+    # CPU's (else each of the stages is a kernel of its own for nvcc to compile)
+    assert len(names) <= 4, f"{len(names)} distinct CUDA kernels for {len(fused)} stages"
 
 
 def _rank_case(n, rng):

@@ -96,9 +96,7 @@ def render(stage: Stage, meta: dict, ftype: str, out_dtype: Any,
     the compute type ('float32' or 'float64'); out_dtype the numpy dtype of the stored output.
     """
     program, R = _dedupe(stage.program), stage.reduce_axes
-    bufs = tuple(sorted({ins.arg for ins in program if ins.op == "load"}))
-    consts = tuple(sorted({ins.arg for ins in program if ins.op == "const"}))
-    program, meta, out_buf = _local_names(program, bufs, consts, meta, stage.out)
+    program, meta, out_buf, bufs, consts = P.local_names(program, meta, stage.out)
     n = meta[out_buf][0]
     formats = {**_U, **_U32, **_B} if ftype == "float32" else {**_U, **_B}
     args = ", ".join(["out", "dom"] + [f"b{b}" for b in range(len(bufs))]
@@ -133,19 +131,6 @@ def render(stage: Stage, meta: dict, ftype: str, out_dtype: Any,
         helpers="\n\n\n".join(helpers), args=args, serial=serial.text(), parallel=parallel.text(),
         flat=flat)
     return source, bufs, consts
-
-
-def _local_names(program: tuple, bufs: tuple, consts: tuple, meta: dict,
-                 out: int) -> tuple[tuple, dict, int]:
-    """The program with its buffers and constants numbered in the stage, b0.. and c0.. in the
-    order of the plan's numbers (the kernel's arguments), and the output after the buffers:
-    stages of one structure render to one source, so the stages of a tree split under the
-    plan's caps share their kernels (issue 13). A one-stage plan's numbers are already these."""
-    where = {b: j for j, b in enumerate(bufs)}
-    which = {c: j for j, c in enumerate(consts)}
-    local = tuple(ins if ins.op not in ("load", "const") else type(ins)(
-        ins.op, ins.args, (where if ins.op == "load" else which)[ins.arg]) for ins in program)
-    return local, {**{j: meta[b] for j, b in enumerate(bufs)}, len(bufs): meta[out]}, len(bufs)
 
 
 def _loop_nest(src: _Lines, program: tuple, n: int, meta: dict, formats: dict,

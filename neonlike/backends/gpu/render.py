@@ -51,6 +51,7 @@ import numpy as np
 
 from ...kernels import fill, template
 from ...ops import SAFELOG_MIN, LN2, Op
+from ... import plan as P
 from ...plan import Stage
 from ...plan import closure as _closure
 from ...plan import dedupe as _dedupe
@@ -203,7 +204,10 @@ def render(stage: Stage, meta: dict, ctype: str, out_dtype: Any, key: str, *,
     n = meta[stage.out][0]
     if any(not 0 <= k < n for k in R):
         raise ValueError(f"reduced axes {R} outside a {n}-d domain")
-    ctx = _Context(program, meta, real, np.dtype(out_dtype), stage.out, n, index64)
+    # buffers and constants numbered in the stage (plan.local_names): the stages of a split tree
+    # render to one kernel; the kernel's bufs / consts give the plan's numbers back
+    program, meta, out_buf, plan_bufs, plan_consts = P.local_names(program, meta, stage.out)
+    ctx = _Context(program, meta, real, np.dtype(out_dtype), out_buf, n, index64)
     if R:
         p = points_per_block or (32 if n - 1 not in R else 1)
         if p & (p - 1) or not 1 <= p <= block:
@@ -224,7 +228,8 @@ def render(stage: Stage, meta: dict, ctype: str, out_dtype: Any, key: str, *,
     digest = hashlib.sha256(draft[draft.index('extern "C"'):].encode()).hexdigest()[:12]
     name = prefix + digest
     source = fill(text, name=name, **fields)
-    return CudaKernel(source, name, ctx.bufs, ctx.consts, tuple(params), block, p, R, index64)
+    return CudaKernel(source, name, tuple(plan_bufs[j] for j in ctx.bufs),
+                      tuple(plan_consts[j] for j in ctx.consts), tuple(params), block, p, R, index64)
 
 
 class _Context:
