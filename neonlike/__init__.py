@@ -39,11 +39,16 @@ def clear_caches() -> None:
     What it cannot free: the machine code of kernels already compiled or loaded, which Numba
     keeps until the process ends (MCJIT). It is bounded instead: kernels compile in a child
     process and load here from disk (~0.2-0.35 MB each), and a process compiles at most
-    NEONLIKE_MAX_COMPILED structures (README, "Environment variables")."""
+    NEONLIKE_MAX_COMPILED structures (README, "Environment variables"). The child process (and
+    all it took) is ended; the next compile starts a new one."""
+    import sys
     from .backends.cache import CPU_CACHE
     from .memo import clear_all
     CPU_CACHE.clear()
     clear_all()
+    compiler = sys.modules.get("neonlike.backends.cpu.compiler")
+    if compiler is not None:       # the compile worker's process and its memory (started anew
+        compiler.WORKER.stop()     # on the next compile)
 
 
 def __getattr__(name: str) -> _typing.Any:

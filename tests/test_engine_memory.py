@@ -252,3 +252,17 @@ def test_compiler_worker_is_off_where_asked(monkeypatch):
     assert w.disabled and w.compile(None, None, ()) is False and w.proc is None
     monkeypatch.delenv("NEONLIKE_COMPILE_WORKER")
     assert not compiler._Worker().disabled
+
+
+def test_clear_caches_ends_the_compile_worker(tmp_path):
+    out = _python(DISTINCT + """
+import neonlike
+from neonlike.backends.cpu import compiler
+run(11)
+first = compiler.WORKER.proc
+neonlike.clear_caches()
+print(first.poll() is not None, compiler.WORKER.proc is None)
+run(12)
+print(compiler.WORKER.proc is not None and compiler.WORKER.proc is not first)
+""", tmp_path, NEONLIKE_JIT_AFTER="1")
+    assert out.split() == ["True", "True", "True"]

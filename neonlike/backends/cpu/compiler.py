@@ -74,7 +74,7 @@ class _Worker:
                     status, detail = pickle.load(proc.stdout)
                     break
                 except (OSError, EOFError, pickle.PickleError) as e:
-                    self._stop()
+                    self.stop()
                     if attempt:
                         self._give_up(f"the compile worker stopped ({type(e).__name__}: {e})")
                         return False
@@ -83,7 +83,7 @@ class _Worker:
                 self.compiles += compiled
                 self.last = fn
                 if rss_mb > RECYCLE_MB:
-                    self._stop()
+                    self.stop()
                 return compiled
         warnings.warn(f"neonlike: the compile worker could not compile {fn.__name__} of "
                       f"{module.__file__} ({detail}); compiling it in this process",
@@ -98,11 +98,11 @@ class _Worker:
                 [sys.executable, "-m", "neonlike.backends.cpu.compiler"], env=env,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None)
             if not self.atexit:
-                atexit.register(self._stop)
+                atexit.register(self.stop)
                 self.atexit = True
         return self.proc
 
-    def _stop(self) -> None:
+    def stop(self) -> None:
         """End the child (it exits at the end of its input) and close the pipes."""
         proc, self.proc = self.proc, None
         if proc is not None:
@@ -116,7 +116,7 @@ class _Worker:
 
     def _give_up(self, why: str) -> None:
         self.disabled = True
-        self._stop()
+        self.stop()
         warnings.warn(f"neonlike: {why}; kernels compile in this process from now on",
                       RuntimeWarning, stacklevel=5)
 
