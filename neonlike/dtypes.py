@@ -38,7 +38,7 @@ def cast_for_store(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     values = np.asarray(values)
     if dtype.kind == "f":
         with np.errstate(over="ignore"):
-            return values.astype(dtype, copy=False)   # the store copies it anyway
+            return values.astype(dtype)   # a copy: callers (be.array) own the result
     info = np.iinfo(dtype)
     if values.dtype.kind in "iub":
         return np.clip(values, info.min, info.max).astype(dtype)
