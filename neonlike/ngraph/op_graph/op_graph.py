@@ -44,7 +44,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from ...axes import Axes, Axis, make_axis
+from ...axes import Axes, Axis, FlattenedAxis, make_axis
 from ...ops import Op as E
 from ..util.ordered import OrderedSet
 
@@ -706,8 +706,7 @@ def unflatten(x: Any, axes: Any = None) -> TensorOp:
     """x with its FlattenedAxes split back into their parts."""
     x = as_op(x)
     if axes is None:
-        axes = [p for a in x.axes for p in (a.axes if hasattr(a, "_parts") or
-                                             type(a).__name__ == "FlattenedAxis" else [a])]
+        axes = [p for a in x.axes for p in (a.axes if isinstance(a, FlattenedAxis) else [a])]
     return Unflatten(x, axes)
 
 

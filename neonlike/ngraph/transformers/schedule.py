@@ -55,18 +55,18 @@ def _nodes(tree: Any) -> list:
 
 
 def _shared_values(be: Any, statements: list) -> list:
+    nodes = [_nodes(tree) for _, tree, _ in statements]     # each tree walked once
     uses: dict = {}
-    for _, tree, _ in statements:
-        for n in _nodes(tree):
+    for ns in nodes:
+        for n in ns:
             uses[id(n)] = uses.get(id(n), 0) + 1
-    shared = {k for k, n in _by_id(statements).items()
-              if uses[k] > 1 and n.kind in SHARED_KINDS}
+    shared = {id(n) for ns in nodes for n in ns if uses[id(n)] > 1 and n.kind in SHARED_KINDS}
     if not shared:
         return statements
     temps: dict = {}
     scheduled = []
-    for out, tree, op in statements:
-        for n in _nodes(tree):       # post-order: a shared node's shared parts come first
+    for (out, tree, op), ns in zip(statements, nodes):
+        for n in ns:                 # post-order: a shared node's shared parts come first
             if id(n) in shared and id(n) not in temps:
                 body = substitute(n, temps, keep_root=True)
                 dtype = compute_dtype([t.dtype for t in n.leaves()])
@@ -74,10 +74,6 @@ def _shared_values(be: Any, statements: list) -> list:
                 scheduled.append((tmp, body, None))
         scheduled.append((out, substitute(tree, temps), op))
     return scheduled
-
-
-def _by_id(statements: list) -> dict:
-    return {id(n): n for _, tree, _ in statements for n in _nodes(tree)}
 
 
 def substitute(tree: Any, temps: dict, keep_root: bool = False) -> Any:
