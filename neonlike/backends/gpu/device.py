@@ -52,7 +52,6 @@ from __future__ import annotations
 import atexit
 import hashlib
 import math
-import os
 from typing import Any, Mapping, Sequence
 
 import numpy as np

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, NamedTuple, Sequence
 
-from ... import plan as P
 
 INDEX32_MAX = 2**31 - 1
 

@@ -35,8 +35,6 @@ derivative checks run in it); comparisons give booleans, argmax / argmin int32.
 from __future__ import annotations
 
 import builtins
-import itertools
-import math
 import os
 import sys
 from contextlib import contextmanager
@@ -870,5 +868,5 @@ def deriv(dependent: Any, independent: Any, error: Any = None) -> TensorOp:
 
 
 __all__ = [n for n in list(globals()) if not n.startswith("_") and n not in (
-    "annotations", "builtins", "itertools", "math", "os", "sys", "contextmanager", "Any",
+    "annotations", "builtins", "os", "sys", "contextmanager", "Any",
     "Callable", "Iterator", "np", "E")]

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ...axes import Axes, FlattenedAxis
+from ...axes import Axes
 from ...ops import Op as E
 from ...optree import OpTreeNode, build
 from ..op_graph import op_graph as G
