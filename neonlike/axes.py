@@ -6,23 +6,24 @@
     (C - 1).length == C.length                         # a dual axis shares its primary's length
     Axes([C, H]).require_lengths()                     # ValueError naming H while H.length is None
 
-ngraph (seed 000, issue 14) uses this core through `neonlike.ngraph.op_graph.axes`; WebDNN's
-anonymous axes and `unify` (seed 001, issue 15) are to extend it. The semantics are ngraph's of
+ngraph (seed 000, issue 14) uses this core through `neonlike.ngraph.op_graph.axes`, WebDNN's
+front end (seed 001, issue 15: anonymous axes and `unify`) through `neonlike.webdnn.graph.axis`. The semantics are ngraph's of
 the seed era (late 2016): `Axis +/- int` is a dual axis, `Axes + Axes` is the ordered union, and
 axes compare by identity.
 
 Choices made where the seeds are silent:
 
 * Identity goes through one indirection. Every axis reads its state (length, name, flags,
-  roles) from `annotated_axis`, the root of a union-find tree of axes. Today each axis is its
-  own root: nothing links one axis under another. Issue 15's `unify(a, b)` is meant to link b's
-  root under a's (after checking lengths and names), so that every tensor, Axes and dual holding
-  b reads and compares as a without being touched.
+  roles) from `annotated_axis`, the root of a union-find tree of axes. `a.unify(b)` (issue 15,
+  WebDNN's seed 001) checks that lengths and names agree, then links b's root under a's and
+  merges b's state into it, so that every tensor, Axes and dual holding b reads and compares
+  as a without being touched (see `unify`). Links point from child to root only: the records
+  of a unification live in the axes and die with them; no global table holds them.
 * `==` compares identity keys: a plain axis's key is its root's id, a dual's key is
   (its primary's key, offset), a FlattenedAxis's key is the keys of its parts (structural, as
-  upstream). `hash` is the hash of the key, so `==` and `hash` always agree. Once unify exists,
-  it changes the hash of the axes it links under another root: a dict or set keyed by them
-  before the unify must be rebuilt.
+  upstream). `hash` is the hash of the key, so `==` and `hash` always agree. unify changes the
+  hash of the axes it links under another root: a dict or set keyed by them before the unify
+  must be rebuilt; `unify_count()` tells a container that caches hashes when to rebuild.
 * Names are unique among live axes, as upstream: a second live axis asking for 'C' is named
   'C_1' (then 'C_2', ...), and its `short_name` stays 'C'. The registry holds axes weakly, so a
   name is free again once its axis is gone. An axis made without a name is anonymous: `name` is
@@ -90,6 +91,29 @@ def _label(axis: Axis) -> str:
     return axis.name if axis.name is not None else repr(axis)
 
 
+def _known(length: Any) -> int | None:
+    """`length` as an int where it is known (an int, or a front end's resolved symbol)."""
+    try:
+        return None if length is None else operator.index(length)
+    except TypeError:
+        return None
+
+
+_UNIFY_COUNT = 0
+
+
+def unify_count() -> int:
+    """How many unifications this process has made: a container that caches axis hashes
+    rebuilds itself when the count has moved (unify changes the hash of the axes it links)."""
+    return _UNIFY_COUNT
+
+
+class UnifyError(ValueError, TypeError):
+    """Two axes cannot be one: their lengths or names differ, or one is derived.
+
+    A TypeError too, as WebDNN raised one for differently named axes."""
+
+
 # **************** roles ****************
 
 class AxisRole:
@@ -127,7 +151,8 @@ class Axis:
     def __init__(self, length: int | None = None, name: str | None = None, batch: bool = False,
                  recurrent: bool = False, roles: Iterable[AxisRole] | None = None,
                  docstring: str | None = None) -> None:
-        self._parent: Axis | None = None   # set only by unify (issue 15): the root holds the state
+        self._parent: Axis | None = None   # set only by unify: the root holds the state
+        self._serial: int | None = None    # a front end's display number (see `serial`)
         self._length = _checked_length(length, name if name is not None else "?")
         self._short_name = name
         self._name = _claim_name(self, name)
@@ -143,10 +168,65 @@ class Axis:
     @property
     def annotated_axis(self) -> Axis:
         """The root axis whose identity and state this axis shares (itself until unified)."""
-        axis = self
-        while axis._parent is not None:
-            axis = axis._parent
-        return axis
+        root = self
+        while root._parent is not None:
+            root = root._parent
+        node = self
+        while node._parent is not None and node._parent is not root:
+            node._parent, node = root, node._parent
+        return root
+
+    _unifiable = True     # False where identity is derived from other axes (duals, flattened)
+
+    def unify(self, other: Axis) -> Axis:
+        """Make self and `other` one axis everywhere; returns self.
+
+        Lengths that are both known must agree, names (as asked, `short_name`) that are both
+        given must agree, else UnifyError naming both. Unifying two axes that are already one
+        is a no-op. other's root is linked under self's, which takes whatever other's class
+        knew that self's did not: a length, a name, batch/recurrent flags, roles, the smallest
+        serial. The result does not depend on the order (`a.unify(b)` reads as `b.unify(a)`).
+        """
+        for axis in (self, other):
+            if not isinstance(axis, Axis):
+                raise TypeError(f"unify takes an Axis, got {type(axis).__name__} {axis!r}")
+            if not axis._unifiable:
+                raise UnifyError(f"cannot unify {_label(axis)}: a {type(axis).__name__}'s identity "
+                                 f"is derived from other axes; unify those instead")
+        a, b = self.annotated_axis, other.annotated_axis
+        if a is b:
+            return self
+        la, lb = _known(a._length), _known(b._length)
+        if la is not None and lb is not None and la != lb:
+            raise UnifyError(f"cannot unify axis {_label(a)} (length {la}) with axis "
+                             f"{_label(b)} (length {lb}): their lengths differ")
+        if None not in (a._short_name, b._short_name) and a._short_name != b._short_name:
+            raise UnifyError(f"cannot unify axis {_label(a)} with axis {_label(b)}: "
+                             f"they are named differently")
+        global _UNIFY_COUNT
+        _UNIFY_COUNT += 1
+        b._parent = a
+        if a._length is None or (la is None and lb is not None):
+            a._length = b._length
+        if a._short_name is None and b._short_name is not None:
+            a._short_name, a._name = b._short_name, b._name
+            _LIVE_NAMES[a._name] = a     # the class keeps the name while any member lives
+        a._batch, a._recurrent = a._batch or b._batch, a._recurrent or b._recurrent
+        a._roles |= b._roles
+        if a._serial is None or (b._serial is not None and b._serial < a._serial):
+            a._serial = b._serial
+        a.docstring = a.docstring or b.docstring
+        return self
+
+    @property
+    def serial(self) -> int | None:
+        """A number a front end gives an axis to print it by (webdnn numbers its anonymous
+        axes ?1, ?2, ...); a unified class keeps the smallest of its members'."""
+        return self.annotated_axis._serial
+
+    @serial.setter
+    def serial(self, value: int | None) -> None:
+        self.annotated_axis._serial = value
 
     def _key(self) -> Any:
         return id(self.annotated_axis)
@@ -260,6 +340,8 @@ class Axis:
 class DualAxis(Axis):
     """`primary + offset`: its own identity, its primary's length. Made by `Axis.get_dual`."""
 
+    _unifiable = False
+
     def __init__(self, primary: Axis, offset: int) -> None:
         super().__init__()
         self._primary = primary
@@ -305,6 +387,8 @@ class DualAxis(Axis):
 
 class _DerivedAxis(Axis):
     """An axis of its own identity whose length is computed from a parent axis's, lazily."""
+
+    _unifiable = False   # its length follows the parent's: unify could not keep them apart
 
     def __init__(self, parent: Axis, name: str | None = None) -> None:
         if not isinstance(parent, Axis):
@@ -372,6 +456,8 @@ class FlattenedAxis(Axis):
 
     Compares structurally: two FlattenedAxis of the same axes in the same order are equal.
     """
+
+    _unifiable = False
 
     def __init__(self, axes: Iterable[Any], name: str | None = None) -> None:
         super().__init__(name=name)
