@@ -16,6 +16,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
+from . import compound as C
 from . import shapes as S
 from .dtypes import as_dtype, cast_for_store
 
@@ -25,6 +26,7 @@ class Kind(enum.Enum):
     REDUCTION = "reduction"
     MATMUL = "matmul"
     STRUCTURAL = "structural"
+    COMPOUND = "compound"      # convolution and pooling (compound.py): a stage of their own
     ASSIGN = "assign"
 
 
@@ -59,6 +61,9 @@ class Op(enum.StrEnum):
     DOT = "dot"; TRANSPOSE = "transpose"; RESHAPE = "reshape"; SLICE = "slice"  # noqa: E702
     TAKE = "take"; CONCAT = "concatenate"; TILE = "tile"; ONEHOT = "onehot"     # noqa: E702
     CAST = "cast"
+    # convolution and pooling in neon's layouts (compound.py)
+    CONV = "conv"; CONV_BPROP = "conv_bprop"; CONV_UPDATE = "conv_update"       # noqa: E702
+    POOL = "pool"; POOL_BPROP = "pool_bprop"                                    # noqa: E702
 
 
 class OpInfo(NamedTuple):
@@ -167,7 +172,7 @@ def _cast(op, sa, sb, kw):
 ACCEPTED_KWARGS = {
     _reduce: ("axis", "keepdims"), _arg_reduce: ("axis", "keepdims"), _transpose: ("axes",),
     _reshape: ("newshape",), _slice: ("index",), _take: ("axis",), _concat: ("axis",),
-    _tile: ("reps",), _onehot: ("depth", "axis"), _cast: ("dtype",),
+    _tile: ("reps",), _onehot: ("depth", "axis"), _cast: ("dtype",), **C.ACCEPTED,
 }
 
 
@@ -265,6 +270,11 @@ OP_INFO: dict[Op, OpInfo] = {
     Op.TILE: OpInfo(R, 1, lambda d, x: np.tile(x, d["reps"]), _tile),
     Op.ONEHOT: OpInfo(R, 1, _onehot_ref, _onehot),
     Op.CAST: OpInfo(E, 1, lambda d, x: cast_for_store(x, d["dtype"]).astype(x.dtype), _cast),
+    Op.CONV: OpInfo(Kind.COMPOUND, 2, C.conv_ref, C.conv_shape),
+    Op.CONV_BPROP: OpInfo(Kind.COMPOUND, 2, C.conv_bprop_ref, C.conv_bprop_shape),
+    Op.CONV_UPDATE: OpInfo(Kind.COMPOUND, 2, C.conv_update_ref, C.conv_update_shape),
+    Op.POOL: OpInfo(Kind.COMPOUND, 1, C.pool_ref, C.pool_shape),
+    Op.POOL_BPROP: OpInfo(Kind.COMPOUND, 2, C.pool_bprop_ref, C.pool_bprop_shape),
 }
 
 def as_op(op: Any) -> Op:

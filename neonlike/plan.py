@@ -9,6 +9,8 @@ Stage kinds:
   reductions over one axis set R (each a pass over the reduction domain D) and an epilogue over the
   output. Softmax `exp(x - max(x, 0)) / sum(exp(x - max(x, 0)), 0)` is one FUSED stage.
 - GEMM: `out = a @ b` for two buffers.
+- COMPOUND: a convolution or pooling node (compound.py) on buffers, run by the device's own
+  kernels (the reference interpreter's functions where a device has none).
 - HOST: a subtree the device does not render (structural ops: reshape, slice, take, concatenate,
   tile, onehot, transpose of a tree) evaluated by the reference interpreter into a temp.
 
@@ -28,6 +30,7 @@ from .optree import OpTreeNode, Operators, dag_postorder, shape_of
 class StageKind(enum.Enum):
     FUSED = "fused"
     GEMM = "gemm"
+    COMPOUND = "compound"
     HOST = "host"
 
 
@@ -47,8 +50,9 @@ class Stage:
     reduce_axes: tuple = ()        # FUSED: the axes every reduction of the stage reduces
     domain: int = -1               # FUSED with reductions: position of a reduction node, whose
                                    # operand's shape is the reduction domain
-    inputs: tuple = ()             # GEMM: (a, b) buffers; HOST: (node position,)
+    inputs: tuple = ()             # GEMM, COMPOUND: operand buffers; HOST: (node position,)
     trans: tuple = ()              # GEMM: (a, b) read transposed (2-D views), or () for neither
+    node: int = -1                 # COMPOUND: the node's position (its op and attrs)
 
 
 def gemm_operands(stage: Stage, bufs: Any) -> tuple:
@@ -326,6 +330,14 @@ class _Planner:
             trans = (ta is not None, tb is not None)
             self.stages.append(Stage(StageKind.GEMM, buf, inputs=(a, b),
                                      trans=trans if any(trans) else ()))
+            return buf
+        if kind is Kind.COMPOUND:
+            operands = []
+            for c in (node[1], node[2])[:OP_INFO[Op(node[0]["op"])].arity]:
+                operands.append((yield self.as_buffer(c)))
+            buf = self.new_temp(node)
+            self.stages.append(Stage(StageKind.COMPOUND, buf, inputs=tuple(operands),
+                                     node=self.pos[id(node)]))
             return buf
         if kind is Kind.STRUCTURAL or not self._fusable(node):
             buf = self.new_temp(node)

@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+from .. import compound as C
 from ..memo import Memo, memoized
 from ..ops import LN2, OP_INFO, SAFELOG_MIN, Kind, Op
 from ..optree import OpTreeNode, Operators, build, shape_of, trusted_node
@@ -350,6 +351,37 @@ def _sqrt(a: Grad) -> Grad:
     return unary(Op.SQRT, a)
 
 
+# convolution and pooling (compound.py): conv's two adjoints are conv_bprop (input) and
+# conv_update (filters); the three are bilinear and each one's adjoints are two of the three
+def _conv(x: Any, y: Any, z: Any, dz: Grad, d: dict) -> tuple:
+    dz, g = _tree(dz, z), C.geometry_kwargs(d)
+    return (build(Op.CONV_BPROP, dz, y, in_dhw=shape_of(x)[1:4], **g),
+            build(Op.CONV_UPDATE, x, dz, window=shape_of(y)[1:4], **g))
+
+
+def _conv_bprop(x: Any, y: Any, z: Any, dz: Grad, d: dict) -> tuple:
+    dz, g = _tree(dz, z), C.geometry_kwargs(d)
+    return build(Op.CONV, dz, y, **g), build(Op.CONV_UPDATE, dz, x, window=shape_of(y)[1:4], **g)
+
+
+def _conv_update(x: Any, y: Any, z: Any, dz: Grad, d: dict) -> tuple:
+    dz, g = _tree(dz, z), C.geometry_kwargs(d)
+    return build(Op.CONV_BPROP, y, dz, in_dhw=shape_of(x)[1:4], **g), build(Op.CONV, x, dz, **g)
+
+
+def _pool(x: Any, y: Any, z: Any, dz: Grad, d: dict) -> tuple:
+    return build(Op.POOL_BPROP, x, _tree(dz, z), **C.geometry_kwargs(d)), None
+
+
+def _pool_bprop(x: Any, y: Any, z: Any, dz: Grad, d: dict) -> tuple:
+    # routing by x is constant almost everywhere; the error's adjoint: average pooling is
+    # linear with adjoint pool(dz); max pooling's would gather dz at each window's argmax
+    if d["pool_op"] != "avg":
+        raise NotImplementedError("no gradient rule for the error operand of max pool_bprop "
+                                  "(the second derivative of max pooling)")
+    return None, build(Op.POOL, _tree(dz, z), None, **C.geometry_kwargs(d))
+
+
 RULES: dict[Op, Rule] = {
     Op.NEG: _u(lambda x, z, dz: neg(dz)),
     Op.ABS: _u(lambda x, z, dz: mul(dz, unary(Op.SGN, x))),
@@ -397,6 +429,11 @@ RULES: dict[Op, Rule] = {
     Op.CONCAT: _concat,
     Op.TILE: _tile,
     Op.CAST: _cast,
+    Op.CONV: _conv,
+    Op.CONV_BPROP: _conv_bprop,
+    Op.CONV_UPDATE: _conv_update,
+    Op.POOL: _pool,
+    Op.POOL_BPROP: _pool_bprop,
 }
 # zero almost everywhere: no contribution
 for _op in (Op.SGN, Op.FINITE, Op.RINT, Op.CEIL, Op.FLOOR, Op.NOT, Op.EQ, Op.NE, Op.LT, Op.LE,

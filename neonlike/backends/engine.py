@@ -125,7 +125,7 @@ class Engine:
                   f"{out.name or 'out'}[:] = {pp}"
                   + (" (cache hit)" if program is not None and DEBUG >= 2 else ""))
         if program is None and (self._over_budget()
-                                or self._interpret_first(walk_key, out, tensors)):
+                                or self._interpret_first(walk_key, out, tensors, nodes)):
             self.stats["interpreted"] += 1
             interpret(out, value, tensors, nodes)
             return
@@ -176,10 +176,12 @@ class Engine:
                 ready.append(program)
         return run
 
-    def _interpret_first(self, key: tuple, out: Any, tensors: list) -> bool:
+    def _interpret_first(self, key: tuple, out: Any, tensors: list, nodes: list) -> bool:
         """Tiered execution: a structure is interpreted its first jit_after - 1 runs (unless its
-        tensors are large: COMPILE_AT_ONCE)."""
-        if self.jit_after <= 1 or max([out.size] + [t.size for t in tensors]) >= COMPILE_AT_ONCE:
+        tensors are large: COMPILE_AT_ONCE, or it holds a convolution or pooling, which the
+        device runs with its own kernels and the interpreter slowly)."""
+        if self.jit_after <= 1 or max([out.size] + [t.size for t in tensors]) >= COMPILE_AT_ONCE \
+                or any(n.kind is Kind.COMPOUND for n in nodes):
             return False
         n = self.seen.get(key, 0) + 1
         if n >= self.jit_after:

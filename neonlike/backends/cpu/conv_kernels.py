@@ -368,8 +368,8 @@ def epilogue(O, X, bias, mode, slope, bsum):
 
 @njit(parallel=True, cache=True)
 def fprop_pool(I, O, argmax, is_max, beta, T, R, S, g):
-    """O = max (first on ties; argmax = t*R*S + r*S + s within the full window) or the mean over
-    the window's valid positions, plus beta * O."""
+    """O = max (first on ties, a NaN before all; argmax = t*R*S + r*S + s within the full
+    window) or the mean over the window's valid positions, plus beta * O."""
     C, D, H, W, N = I.shape
     _, M, P, Q, _ = O.shape
     pd, ph, pw, sd, sh, sw = g
@@ -394,8 +394,8 @@ def fprop_pool(I, O, argmax, is_max, beta, T, R, S, g):
                         if is_max:
                             index = (t * R + r) * S + s
                             for n in range(N):
-                                v = row[n]
-                                if v > best[n]:
+                                v = row[n]  # a NaN wins (and stays), as numpy's max
+                                if v > best[n] or (v != v and best[n] == best[n]):
                                     best[n] = v
                                     where[n] = index
                         else:

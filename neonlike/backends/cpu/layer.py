@@ -12,21 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from ...compound import output_dim
+
 ALGOS = ("direct", "im2col")
 CONV_OPS = ("fprop", "bprop", "update")
-
-
-def output_dim(X: int, S: int, pad: int, stride: int, dil: int, what: str) -> int:
-    """neon's output size along one axis: (X + 2*pad - (dil*(S-1)+1)) // stride + 1."""
-    if min(X, S, stride, dil) < 1 or pad < 0:
-        raise ValueError(f"{what}: sizes, strides and dilations must be >= 1 and padding >= 0, "
-                         f"got size {X}, window {S}, pad {pad}, stride {stride}, dilation {dil}")
-    size = (X + 2 * pad - (dil * (S - 1) + 1)) // stride + 1
-    if size < 1:
-        raise ValueError(f"{what}: a window of {S} (dilation {dil}) does not fit an input of "
-                         f"{X} with padding {pad}: output size {size}; pad more or shrink the "
-                         "window")
-    return size
 
 
 class ConvLayer:
@@ -197,7 +186,8 @@ def _pool_counts(layer: PoolLayer) -> np.ndarray:
 
 
 def fprop_pool_numpy(layer: PoolLayer, I: np.ndarray, argmax: np.ndarray | None) -> np.ndarray:
-    """Max (first max on ties, padding excluded) or average over the valid positions."""
+    """Max (first max on ties, a NaN before all, padding excluded) or average over the valid
+    positions."""
     pad = layer.padding[1:]
     fill = -np.inf if layer.op == "max" else 0.0
     padded = np.full((layer.C,) + tuple(x + 2 * p for x, p in zip(layer.DHW, pad)) + (layer.N,),
@@ -208,7 +198,7 @@ def fprop_pool_numpy(layer: PoolLayer, I: np.ndarray, argmax: np.ndarray | None)
     for index, sl in _pool_windows(layer):
         window = padded[sl]
         if layer.op == "max":
-            better = window > out
+            better = (window > out) | (np.isnan(window) & ~np.isnan(out))  # NaN wins
             out[better] = window[better]
             best[better] = index
         elif layer.op == "avg":

@@ -27,7 +27,7 @@ from ...optree import OpTreeNode, Operators, _broadcast2, shape_of
 from .. import reference
 from ..cache import CPU_CACHE, timed_first_call
 from ..engine import DEBUG, Engine, jit_after_default
-from . import compiler, gemm
+from . import compiler, compound, gemm
 from . import render as render_numba
 
 # Elements from which a stage runs on every core (below, a parallel launch costs more than it
@@ -236,6 +236,9 @@ class Program:
             elif stage.kind is P.StageKind.GEMM:
                 a, b = (np.asarray(v, dtype=dt) for v in P.gemm_operands(stage, bufs))
                 gemm.gemm(a, b, dst)
+            elif stage.kind is P.StageKind.COMPOUND:
+                compound.run(out.backend, nodes[stage.node][0], dst,
+                             [bufs[b] for b in stage.inputs])
             else:
                 dst[...] = reference.evaluate(nodes[stage.inputs[0]], dt)
         if not direct:
