@@ -1,0 +1,364 @@
+"""SINGA's tape autograd: Operations record their inputs' creators; `backward(loss)` walks the
+record in reverse and hands out (parameter, gradient) pairs one by one.
+
+    from neonlike.singa import autograd, opt
+    autograd.training = True
+    loss = autograd.softmax_cross_entropy(autograd.add_bias(autograd.matmul(x, w), b), t)
+    for p, g in autograd.backward(loss):
+        sgd.update(p, g)         # safe: p is yielded after its last consumer's backward
+
+The walk (SINGA's semantics): an op needs a backward when any input requires a gradient; each
+op's consumers are counted first; an op runs its backward once every consumer has handed it
+its output's gradient (gradients of a tensor used several times are summed); a tensor with
+`stores_grad=True`, parameter or intermediate, is yielded when its gradient is complete, data
+tensors (`stores_grad=False`) are not. Leaves that store no gradient get none computed.
+
+Operators (operators.py) build engine op-trees: an elementwise operator's result stays lazy
+(singa_wrap.py) and runs fused with what reads it; the others run at once. Their backward
+reuses the engine's per-op rules (`neonlike.backends.autodiff.RULES`, the table `Autodiff`
+uses): `TreeOp.backward` rebuilds the op's tree over its inputs' current values and walks it
+with the rules, stopping at the inputs. Hand-written only: losses, softmax, batch norm,
+convolution, pooling, and what is not a tree (views, split).
+
+Choices where SINGA is silent or wrong: `training` False records nothing, and backward then
+says to set it; a non-scalar loss without `dy` is a ValueError naming its shape; a logic op's
+gradient is a TypeError naming the op (SINGA: `assert False`).
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from ..backends import autodiff as _AD
+from ..ops import OP_INFO, Kind
+from ..optree import OpTreeNode, Operators, dag_postorder, shape_of
+from ..shapes import pad2
+from .singa_wrap import CTensor
+from .tensor import Tensor
+
+training = False
+
+_EW = (Kind.ELEMENTWISE, Kind.REDUCTION)
+
+
+class Operation:
+    """One recorded operator: `__call__(*Tensors)` records the inputs' creators and runs
+    `forward(*CTensors)`; `backward(*dys)` gives the inputs' gradients (CTensors or None)."""
+
+    op_count = 0
+
+    def __init__(self, name: str | None = None) -> None:
+        self.name = name or type(self).__name__
+        self.src: list = []
+        self.requires_grad = False
+        self._needs: tuple | None = None   # per input: compute its gradient (None: all)
+
+    def __call__(self, *xs: Any) -> tuple:
+        return self._do_forward(*xs)
+
+    def _do_forward(self, *xs: Any) -> tuple:
+        for i, x in enumerate(xs):
+            if not isinstance(x, Tensor):
+                raise TypeError(f"{self.name}: input {i} must be a singa Tensor, got "
+                                f"{type(x).__name__}")
+        self.requires_grad = self.differentiable and any(x.requires_grad for x in xs)
+        if training:
+            self.src = []
+            for x in xs:
+                if x.creator is None:
+                    x.creator = Dummy(x)
+                self.src.append((x.creator, id(x), x if x.stores_grad else None, x.stores_grad))
+        else:
+            self.src = None      # not recorded: backward says so
+        ys = self.forward(*[x.data for x in xs])
+        if not isinstance(ys, tuple):
+            ys = (ys,)
+        self._outs = tuple((y.lshape, y.dtype, y.dev) for y in ys)
+        outs = tuple(Tensor(data=y, requires_grad=self.requires_grad, creator=self) for y in ys)
+        self.y_id2idx = {id(y): i for i, y in enumerate(outs)}
+        return outs
+
+    differentiable = True   # False: outputs are constants (shape, onehot, ...)
+
+    def _do_backward(self, *dys: Any) -> tuple:
+        dxs = self.backward(*dys)
+        return dxs if isinstance(dxs, tuple) else (dxs,)
+
+    def forward(self, *xs: CTensor) -> Any:
+        raise NotImplementedError(f"{self.name}: forward is not implemented")
+
+    def backward(self, *dys: CTensor) -> Any:
+        raise NotImplementedError(f"{self.name}: backward is not implemented")
+
+    def get_params(self) -> list:
+        return []
+
+    def _need(self, i: int) -> bool:
+        return self._needs is None or self._needs[i]
+
+
+class Dummy(Operation):
+    """The creator of a leaf tensor (a parameter or data): the end of every backward path."""
+
+    def __init__(self, tensor: Tensor, name: str | None = None) -> None:
+        super().__init__(name)
+        self.y_id2idx = {id(tensor): 0}
+        self.tensor = tensor
+
+
+# ---------------------------------------------------------------- ops built from op-trees
+class TreeOp(Operation):
+    """An operator whose forward is an engine op-tree over its inputs' values (`make`) and whose
+    backward is the engine's gradient rules walked over that tree. `lazy`: the result stays an
+    op-tree (elementwise ops); otherwise it runs at once, after the inputs are materialised
+    unless `fuse_inputs` (reductions read elementwise trees in the same kernel)."""
+
+    lazy = True
+    fuse_inputs = True
+
+    def make(self, be: Any, *values: Any) -> Any:
+        raise NotImplementedError
+
+    def out_shape(self, *shapes: tuple) -> tuple:
+        return tuple(np.broadcast_shapes(*shapes))
+
+    def out_dtype(self, xs: tuple) -> Any:
+        floats = [x.dtype for x in xs if x.dtype.kind == "f"]
+        return np.result_type(*floats) if floats else np.dtype(np.float32)
+
+    def forward(self, *xs: CTensor) -> CTensor:
+        dev = xs[0].dev
+        if not self.fuse_inputs:
+            for x in xs:
+                x.materialize()
+        shape = self.out_shape(*(x.lshape for x in xs))
+        with _AD._on(dev.be):
+            tree = self.make(dev.be, *(x.value for x in xs))
+        if tuple(shape_of(tree)) != pad2(tuple(shape)):
+            raise RuntimeError(f"{self.name}: the engine tree has shape {shape_of(tree)}, the "
+                               f"result's shape is {shape} (a bug in the operator)")
+        out = CTensor(tree, shape, dev, self.out_dtype(xs))
+        if not self.lazy and type(tree) is OpTreeNode:
+            out.materialize()
+        if training:
+            self._xs, self._out = xs, out
+        return out
+
+    def backward(self, dy: CTensor) -> Any:
+        xs = getattr(self, "_xs", None)
+        if xs is None:
+            raise RuntimeError(f"{self.name}: backward needs autograd.training = True during "
+                               f"forward (the inputs are kept only then)")
+        if not self.lazy:
+            dy.materialize()
+        be = xs[0].dev.be
+        values = [x.value for x in xs]
+        with _AD._on(be):
+            tree = self.make(be, *values)
+            z = self._out.value if not self._out.lazy else tree
+            needs = [self._need(i) for i in range(len(xs))]
+            grads = rule_gradients(tree, z, values, dy.value, needs)
+        out = tuple(None if g is None else grad_ctensor(g, x) for g, x in zip(grads, xs))
+        return out if len(out) > 1 else out[0]
+
+
+def rule_gradients(root: Any, z: Any, values: list, dy: Any, needs: list) -> list:
+    """The gradients of `values` (the inputs of a tree `root` whose value is `z`), given the
+    gradient `dy` of root, by the engine's rules (RULES, unbroadcast): one reverse walk over the
+    nodes the op made, stopping at its inputs. An input given twice gets the whole gradient at
+    its first position."""
+    stop = {id(v) for v in values}
+    pos: dict = {}
+    for i, v in enumerate(values):
+        if needs[i]:
+            pos.setdefault(id(v), i)
+    result: list = [None] * len(values)
+    if id(root) in stop:
+        if id(root) in pos:
+            result[pos[id(root)]] = dy
+    elif type(root) is OpTreeNode:
+        grads = {id(root): dy}
+        for node in reversed(dag_postorder(root, stop=stop)):
+            dz = grads.pop(id(node), None)
+            if dz is None:
+                continue
+            d, x, y = node
+            rule = _AD.RULES.get(d["op"])
+            if rule is None:
+                raise NotImplementedError(f"no gradient rule for op '{d['op']}'")
+            incs = rule(x, y, z if node is root else node, dz, d)
+            elementwise = OP_INFO[d["op"]].kind is Kind.ELEMENTWISE
+            for child, inc in zip((x, y), incs):
+                if inc is None or not isinstance(child, Operators):
+                    continue
+                logical = d["shape"] if elementwise else shape_of(child)
+                inc = _AD.unbroadcast(inc, shape_of(child), logical)
+                k = id(child)
+                if k in stop:
+                    i = pos.get(k)
+                    if i is not None:
+                        result[i] = inc if result[i] is None else _AD.add(result[i], inc)
+                elif type(child) is OpTreeNode:
+                    grads[k] = _AD.add(grads[k], inc) if k in grads else inc
+    return [None if g is None else _AD._full_shape(g, shape_of(v))
+            for g, v in zip(result, values)]
+
+
+def grad_ctensor(g: Any, like: CTensor) -> CTensor:
+    """A gradient tree as a CTensor shaped like `like`: lazy where the tree is elementwise or
+    reduces (it fuses into its reader), run at once where it holds a product or a structural op."""
+    out = CTensor(g, like.lshape, like.dev, like.dtype)
+    if type(g) is OpTreeNode and any(OP_INFO[n[0]["op"]].kind not in _EW
+                                     for n in dag_postorder(g)):
+        out.materialize()
+    return out
+
+
+def _ones_like(t: Tensor) -> CTensor:
+    be = t.device.be
+    return CTensor(be.ones(pad2(t.shape), dtype=t.dtype), t.shape, t.device, t.dtype)
+
+
+# ---------------------------------------------------------------- the backward walk
+def infer_dependency(op: Operation) -> dict:
+    """op -> the number of inputs of ops reached from `op` that read its outputs."""
+    counts: dict = {op: 0}
+    queue = deque([op])
+    while queue:
+        cur = queue.pop()
+        for src_op, _, _, _ in cur.src or ():
+            if src_op not in counts:
+                counts[src_op] = 0
+                if not isinstance(src_op, Dummy):
+                    queue.append(src_op)
+            counts[src_op] += 1
+    return counts
+
+
+def backward(y: Tensor, dy: Any = None):
+    """Generator of (tensor, gradient) for every tensor with stores_grad=True that `y` depends
+    on, each yielded once, as soon as its gradient is complete. `y` must be a scalar unless `dy`
+    (a Tensor or number) is given."""
+    if not isinstance(y, Tensor):
+        raise TypeError(f"backward: y must be a singa Tensor, got {type(y).__name__}")
+    if dy is None:
+        if y.size() != 1:
+            raise ValueError(f"backward: the loss must be a scalar (size 1), got shape {y.shape}; "
+                             f"reduce it (autograd.reduce_mean) or pass dy")
+        dyc = _ones_like(y)
+    elif isinstance(dy, Tensor):
+        if dy.shape != y.shape:
+            raise ValueError(f"backward: dy has shape {dy.shape}, y has shape {y.shape}")
+        dyc = dy.data
+    else:
+        dyc = CTensor(float(dy) * _ones_like(y).value, y.shape, y.device, y.dtype)
+    op = y.creator
+    if op is None or isinstance(op, Dummy):
+        if y.stores_grad:
+            yield y, Tensor(data=dyc, requires_grad=False)
+        return
+    deps = infer_dependency(op)
+    not_ready: dict = {}
+    keep: dict = {}          # op -> {id: tensor} of its outputs that store their gradient
+    ready = deque([(op, [dyc])])
+    while ready:
+        op, dys = ready.pop()
+        if not op.requires_grad or isinstance(op, Dummy):
+            continue
+        if op.src is None:
+            raise RuntimeError(f"backward: {op.name} was not recorded; set autograd.training = "
+                               f"True before the forward pass")
+        op._needs = tuple(_needs_grad(s) for s in op.src)
+        try:
+            dxs = op._do_backward(*dys)
+        finally:
+            op._needs = None
+        if len(dxs) != len(op.src):
+            raise RuntimeError(f"{op.name}: backward gave {len(dxs)} gradients for "
+                               f"{len(op.src)} inputs")
+        for (src_op, x_id, x, stores), dx in zip(op.src, dxs):
+            if stores:
+                keep.setdefault(src_op, {})[x_id] = x
+            slots = not_ready.get(src_op)
+            if slots is None:
+                slots = not_ready[src_op] = [None] * len(src_op.y_id2idx)
+            if dx is not None:
+                if not isinstance(dx, CTensor):
+                    raise TypeError(f"{op.name}: backward must return CTensors or None, got "
+                                    f"{type(dx).__name__}")
+                i = src_op.y_id2idx[x_id]
+                old = slots[i]
+                slots[i] = dx if old is None else _accumulate(old, dx)
+            deps[src_op] -= 1
+            if deps[src_op] == 0:
+                del not_ready[src_op]
+                for x_id, t in keep.pop(src_op, {}).items():
+                    g = slots[src_op.y_id2idx[x_id]]
+                    if g is not None:
+                        yield t, Tensor(data=g, requires_grad=False)
+                if src_op.requires_grad and not isinstance(src_op, Dummy):
+                    ready.append((src_op, [g if g is not None else _zeros_for(src_op, i)
+                                           for i, g in enumerate(slots)]))
+
+
+def _needs_grad(src: tuple) -> bool:
+    src_op, _, _, stores = src
+    if isinstance(src_op, Dummy):
+        return stores and src_op.tensor.requires_grad
+    return src_op.requires_grad
+
+
+def _accumulate(a: CTensor, b: CTensor) -> CTensor:
+    return CTensor(_AD.add(a.value, b.value), a.lshape, a.dev, a.dtype)
+
+
+def _zeros_for(op: Operation, i: int) -> Any:
+    """A zero gradient for an output of op that got none (op's other outputs got some)."""
+    shape, dtype, dev = op._outs[i]
+    return CTensor(dev.be.zeros(pad2(shape), dtype=dtype), shape, dev, dtype)
+
+
+def gradients(y: Tensor, dy: Any = None) -> dict:
+    """{tensor: gradient} for every tensor with stores_grad=True (see backward)."""
+    return dict(backward(y, dy))
+
+
+# ---------------------------------------------------------------- layers
+class Layer:
+    """SINGA's Layer: owns parameters (Tensors with stores_grad=True) and applies operators."""
+
+    def __init__(self) -> None:
+        self.allow_params: list = []
+
+    def get_params(self) -> dict:
+        return {name: getattr(self, name) for name in self.allow_params}
+
+    def set_params(self, **parameters: Any) -> None:
+        for name, value in parameters.items():
+            if name not in self.allow_params:
+                raise ValueError(f"{type(self).__name__}.set_params: unknown parameter {name!r}; "
+                                 f"known: {self.allow_params}")
+            param = getattr(self, name)
+            if isinstance(value, Tensor):
+                value = value.to_numpy()
+            value = np.asarray(value)
+            if value.shape != param.shape:
+                raise ValueError(f"{type(self).__name__}.set_params: {name} has shape "
+                                 f"{param.shape}, got {value.shape}")
+            param.copy_from_numpy(value)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+
+def _late_imports() -> None:
+    from . import operators, layers
+    g = globals()
+    for module in (operators, layers):
+        for name in module.__all__:
+            g[name] = getattr(module, name)
+
+
+_late_imports()

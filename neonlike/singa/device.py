@@ -1,0 +1,83 @@
+"""SINGA's devices: a Device is a neonlike backend.
+
+    from neonlike.singa import device
+    dev = device.get_default_device()    # the 'cpu' backend (fused Numba kernels, MKL GEMM)
+    gpu = device.create_cuda_gpu()       # the 'gpu' backend
+
+Each device makes its backend on first use, without installing it as neonlike's global backend
+(`NervanaObject.be`), so a SINGA script and a neon model can share a process.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+_DEFAULT: list = []
+
+
+class Device:
+    """A SINGA device over a neonlike backend (`be`)."""
+
+    def __init__(self, backend: str, device_id: int = 0, rng_seed: int | None = None) -> None:
+        self.backend_name, self._id, self._seed = backend, device_id, rng_seed
+        self._be: Any = None
+
+    @property
+    def be(self) -> Any:
+        if self._be is None:
+            from ..backends import registry
+            known = registry()
+            if self.backend_name not in known:
+                raise ValueError(f"device: unknown backend {self.backend_name!r}; known: "
+                                 f"{sorted(known)}")
+            cls = known[self.backend_name]()
+            self._be = cls(rng_seed=self._seed, device_id=self._id)
+        return self._be
+
+    def id(self) -> int:
+        return self._id
+
+    def lang(self) -> str:
+        return "kCuda" if self.backend_name == "gpu" else "kCpp"
+
+    def SetRandSeed(self, seed: int) -> None:
+        self.be.gen_rng(seed)
+
+    def __repr__(self) -> str:
+        return f"Device({self.backend_name!r}, id={self._id})"
+
+
+def get_default_device() -> Device:
+    """The default device: the 'cpu' backend (or what create_cuda_gpu(set_default=True) made)."""
+    if not _DEFAULT:
+        _DEFAULT.append(Device("cpu"))
+    return _DEFAULT[0]
+
+
+def create_cpu_device() -> Device:
+    return get_default_device()
+
+
+def set_default_device(dev: Device) -> None:
+    _DEFAULT[:] = [dev]
+
+
+def create_cuda_gpu(set_default: bool = True) -> Device:
+    """A device on the 'gpu' backend (pycuda, CUDA C kernels, cuBLAS); the default device too
+    unless set_default=False."""
+    dev = Device("gpu")
+    dev.be   # made now: a missing driver or pycuda is reported here
+    if set_default:
+        set_default_device(dev)
+    return dev
+
+
+def create_cuda_gpu_on(device_id: int, set_default: bool = True) -> Device:
+    dev = Device("gpu", device_id)
+    dev.be
+    if set_default:
+        set_default_device(dev)
+    return dev
+
+
+__all__ = ["Device", "get_default_device", "create_cpu_device", "create_cuda_gpu",
+           "create_cuda_gpu_on", "set_default_device"]

@@ -1,0 +1,165 @@
+"""CTensor: what SINGA's `Tensor.data` is, here a handle on an engine value.
+
+A CTensor holds `value`, an engine Tensor or an unexecuted op-tree, and the logical shape SINGA
+sees (any rank, scalars and 1-D included). The engine's tensors are at least 2-D, so the value's
+shape is always `pad2(shape)`: leading 1s, which keep numpy's broadcasting meaning (a (3,) bias is
+the engine's (1, 3)).
+
+Laziness (choices SINGA, which runs a kernel per operator, does not have to make):
+- an elementwise operator's result is an op-tree over its inputs' values; `materialize()` runs it
+  into a new tensor, one fused kernel, and the CTensor then holds that tensor;
+- a tree never reads a tensor that is later written in place with a stale meaning: a lazy
+  CTensor registers as a reader of the tensors of its tree that can be written (`watch`), and
+  `write` first materialises every live reader (an optimizer's update cannot change a gradient
+  or a forward value still to be computed).
+
+CTensor keeps SINGA's C++ methods that Python code calls (`shape()`, `nDim()`, `Size()`,
+`device()`, `data_type()`) and adds arithmetic (`+ - * /`, numbers allowed, numpy broadcasting)
+that builds lazy CTensors, so an Operation subclass can write its forward and backward with them.
+"""
+from __future__ import annotations
+
+import math
+import weakref
+from typing import Any
+
+import numpy as np
+
+from ..ops import Op
+from ..optree import OpTreeNode, build
+from ..shapes import pad2
+from ..tensor import Tensor as EngineTensor
+
+READERS_PRUNE = 64   # a watch list is swept of dead readers when it grows past this
+
+
+def watch(value: Any) -> None:
+    """Mark an engine tensor as one that may be written in place (parameters, data, states)."""
+    base = value._original_base
+    if not hasattr(base, "_sg_readers"):
+        base._sg_readers = []
+
+
+def _leaves(tree: OpTreeNode) -> tuple:
+    d = tree[0]
+    leaves = getattr(d, "leaves", None)
+    return leaves if leaves and getattr(d, "sid", None) is not None else tuple(tree.leaves())
+
+
+class CTensor:
+    """A value (engine Tensor or op-tree of shape pad2(shape)) with SINGA's logical shape."""
+
+    __slots__ = ("value", "lshape", "dev", "dtype", "__weakref__")
+
+    def __init__(self, value: Any, shape: tuple, device: Any, dtype: Any) -> None:
+        self.value, self.lshape, self.dev, self.dtype = value, tuple(shape), device, np.dtype(dtype)
+        if type(value) is OpTreeNode:
+            me = weakref.ref(self)
+            seen = set()
+            for leaf in _leaves(value):
+                base = leaf._original_base
+                readers = getattr(base, "_sg_readers", None)
+                if readers is not None and id(base) not in seen:
+                    seen.add(id(base))
+                    if len(readers) > READERS_PRUNE:
+                        readers[:] = [r for r in readers if r() is not None]
+                    readers.append(me)
+
+    # ---------------------------------------------------------------- SINGA's C++ methods
+    def shape(self, axis: int | None = None) -> Any:
+        return self.lshape if axis is None else self.lshape[axis]
+
+    def nDim(self) -> int:
+        return len(self.lshape)
+
+    def Size(self) -> int:
+        return math.prod(self.lshape)
+
+    def device(self) -> Any:
+        return self.dev
+
+    def data_type(self) -> Any:
+        return self.dtype
+
+    def __repr__(self) -> str:
+        state = "lazy" if self.lazy else "materialized"
+        return f"CTensor(shape={self.lshape}, dtype={self.dtype.name}, {state})"
+
+    # ---------------------------------------------------------------- values
+    @property
+    def lazy(self) -> bool:
+        return type(self.value) is OpTreeNode
+
+    def materialize(self) -> EngineTensor:
+        """The value as an engine tensor (the tree run into a new one, which replaces it)."""
+        if type(self.value) is OpTreeNode:
+            self.value = run(self.dev.be, self.value, self.dtype)
+        return self.value
+
+    def write(self, value: Any) -> None:
+        """Write `value` (a tree, tensor or number of this shape) into this CTensor's tensor in
+        place, after materialising every live lazy CTensor that reads it."""
+        target = self.materialize()
+        readers = getattr(target._original_base, "_sg_readers", None)
+        if readers:
+            for ref in readers:
+                reader = ref()
+                if reader is not None and reader is not self and reader.lazy:
+                    reader.materialize()
+            readers.clear()
+        target[:] = value
+
+    def to_numpy(self) -> np.ndarray:
+        return self.materialize().get().reshape(self.lshape)
+
+    # ---------------------------------------------------------------- arithmetic (lazy)
+    def _binary(self, other: Any, op: Op, swap: bool = False) -> CTensor:
+        if isinstance(other, CTensor):
+            shape = np.broadcast_shapes(self.lshape, other.lshape)
+            dtype = np.result_type(self.dtype, other.dtype)
+            other = other.value
+        elif isinstance(other, (int, float, np.number)):
+            shape, dtype, other = self.lshape, self.dtype, float(other)
+        else:
+            return NotImplemented
+        a, b = (other, self.value) if swap else (self.value, other)
+        return CTensor(build(op, a, b), shape, self.dev, dtype)
+
+    def __add__(self, o: Any) -> CTensor: return self._binary(o, Op.ADD)           # noqa: E704
+    def __radd__(self, o: Any) -> CTensor: return self._binary(o, Op.ADD, True)    # noqa: E704
+    def __sub__(self, o: Any) -> CTensor: return self._binary(o, Op.SUB)           # noqa: E704
+    def __rsub__(self, o: Any) -> CTensor: return self._binary(o, Op.SUB, True)    # noqa: E704
+    def __mul__(self, o: Any) -> CTensor: return self._binary(o, Op.MUL)           # noqa: E704
+    def __rmul__(self, o: Any) -> CTensor: return self._binary(o, Op.MUL, True)    # noqa: E704
+    def __truediv__(self, o: Any) -> CTensor: return self._binary(o, Op.DIV)       # noqa: E704
+    def __rtruediv__(self, o: Any) -> CTensor: return self._binary(o, Op.DIV, True)  # noqa: E704
+
+    def __neg__(self) -> CTensor:
+        return CTensor(build(Op.NEG, self.value, None), self.lshape, self.dev, self.dtype)
+
+
+def run(be: Any, tree: Any, dtype: Any) -> EngineTensor:
+    """A tree executed into a new tensor; a reshape at its root becomes a view of its operand's
+    result (no copy, no host stage)."""
+    d = tree[0]
+    if d["op"] == Op.RESHAPE:
+        inner = tree[1]
+        inner = run(be, inner, dtype) if type(inner) is OpTreeNode else inner
+        try:
+            return inner.reshape(d["shape"])
+        except ValueError:       # a strided view: copied by a statement
+            tree = build(Op.RESHAPE, inner, None, newshape=d["shape"])
+    out = be.empty(d["shape"], dtype=dtype)
+    out[:] = tree
+    return out
+
+
+def from_value(value: Any, shape: tuple, device: Any) -> CTensor:
+    """A CTensor over an engine tensor (of shape pad2(shape))."""
+    if tuple(value.shape) != pad2(tuple(shape)):
+        raise ValueError(f"CTensor: a value of shape {value.shape} cannot hold logical shape "
+                         f"{shape} (expected {pad2(tuple(shape))})")
+    return CTensor(value, shape, device, value.dtype)
+
+
+__all__ = ["CTensor", "watch", "run", "from_value"]
