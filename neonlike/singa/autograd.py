@@ -202,8 +202,9 @@ def rule_gradients(root: Any, z: Any, values: list, dy: Any, needs: list) -> lis
                         result[i] = inc if result[i] is None else _AD.add(result[i], inc)
                 elif type(child) is OpTreeNode:
                     grads[k] = _AD.add(grads[k], inc) if k in grads else inc
-    return [None if g is None else _AD._full_shape(g, shape_of(v))
-            for g, v in zip(result, values)]
+    # a needed input the walk did not reach (sign, ceil: zero almost everywhere) gets zeros
+    return [None if not need else _AD._full(0.0, shape_of(v)) if g is None
+            else _AD._full_shape(g, shape_of(v)) for g, v, need in zip(result, values, needs)]
 
 
 def grad_ctensor(g: Any, like: CTensor) -> CTensor:

@@ -102,7 +102,7 @@ def _clip(be: Any, x: Any, lo: Any, hi: Any) -> Any:
 
 
 _COMPOSITE = {  # SINGA class -> (engine expression, default arguments)
-    "SoftSign": (lambda be, x: x / (1.0 + abs(x)), ()),
+    "SoftSign": (lambda be, x: x / (1.0 + B.abs(x)), ()),
     "LeakyRelu": (lambda be, x, a: be.maximum(x, 0.0) + a * be.minimum(x, 0.0), (0.01,)),
     "Elu": (lambda be, x, alpha: be.maximum(x, 0.0) + alpha * (be.exp(be.minimum(x, 0.0)) - 1.0),
             (1.0,)),
