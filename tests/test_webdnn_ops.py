@@ -95,6 +95,19 @@ def test_conv_errors_name_the_axis_and_the_operator():
         Convolution2d(None, ksize=3, pad=-1)
 
 
+def test_conv_output_stays_in_neon_layout():
+    """conv -> elementwise chain: no transpose statement; the chain is one statement."""
+    x, w = new([2, 3, 4, 4]), new([3, 2, 3, 3])
+    y, = Convolution2d(None, ksize=3, pad=1)(x, w)
+    z = relu(y) * 2.0 + 1.0
+    xa, wa = RNG.standard_normal(x.shape), RNG.standard_normal(w.shape)
+    lw = Lowering(dtype=np.float64)
+    lw.feed({x: xa, w: wa})
+    np.testing.assert_allclose(lw.fetch(z), np.maximum(conv_ref(xa, wa, 1, 1), 0) * 2 + 1,
+                               rtol=1e-10)
+    assert (lw.compound_ops, lw.statements) == (1, 1)
+
+
 def test_conv_with_placeholder_batch():
     n = Placeholder(label="B")
     x, w = new([n, 2, 4, 4]), new([2, 3, 3, 3])
@@ -245,3 +258,5 @@ def test_ngraph_axes_in_a_webdnn_graph():
     a.unify(m)
     assert a == m and hash(a) == hash(m)
     np.testing.assert_allclose(run64(x + 1, {x: np.ones((3, 2))}), 2 * np.ones((3, 2)))
+    import neonlike.ngraph as ng
+    assert ng.placeholder(x.axes).axes == x.axes     # x's stand-in in an ngraph graph

@@ -164,5 +164,3 @@ class Variable:
 
     def __ge__(self, other: Any) -> Variable:
         return self._ew("ge", self, other)
-
-    __hash__ = object.__hash__
