@@ -23,7 +23,8 @@ needs another one. Choices:
 * Every size must be known by `run`: a Placeholder without a value is an error naming it. A
   graph input (a variable no operator computes) must be fed, with the variable's shape.
 * Views are host numpy views, so the CPU backends ('cpu', 'mkl') run these graphs; the
-  default backend is neon's current one (`NervanaObject.be`), else a new 'cpu' one.
+  default backend is neon's current one (`NervanaObject.be`) where it is one of them, else
+  `gen_backend('cpu')`, which (as always in neon) becomes the current one.
 """
 from __future__ import annotations
 
@@ -57,6 +58,12 @@ def known_shape(v: Variable) -> tuple:
     return tuple(int(n) for n in v.shape)
 
 
+def _on_host(backend: Any) -> bool:
+    return getattr(backend, "backend_name", None) in HOST_BACKENDS
+
+
+HOST_BACKENDS = ("cpu", "mkl")     # their tensors are numpy arrays: views cost nothing
+
 EW: dict[str, Callable] = {
     "add": lambda be, a, b: a + b, "sub": lambda be, a, b: a - b,
     "mul": lambda be, a, b: a * b, "div": lambda be, a, b: a / b,
@@ -79,7 +86,8 @@ class Lowering:
         if backend is None or isinstance(backend, str):
             from .. import NervanaObject
             from ..backends import gen_backend
-            backend = NervanaObject.be if backend is None and NervanaObject.be is not None \
+            current = NervanaObject.be
+            backend = current if backend is None and _on_host(current) \
                 else gen_backend(backend or "cpu")
         self.be, self.dtype = backend, np.dtype(dtype)
         self.values: dict[Variable, Value] = {}
