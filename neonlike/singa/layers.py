@@ -1,13 +1,281 @@
-"""SINGA's layers (autograd.Linear, Conv2d, BatchNorm2d, pooling, RNN, LSTM): parameters plus
-the operators that use them."""
+"""SINGA's layers (autograd.Linear, Conv2d, BatchNorm2d, pooling, RNN, LSTM) and the handle-based
+operators under them (conv2d, batchnorm_2d, pooling_2d).
+
+Convolution and pooling run the backend's compound ops (be.fprop_conv / bprop_conv /
+update_conv, be.fprop_pool / bprop_pool) in neon's layouts: input (C, 1, H, W, N), filters
+(C, 1, R, S, K), output (K, 1, P, Q, N). SINGA's NCHW tensors reach them as permuted views
+(`_permuted`: no copy where the device has strided views, a transpose statement otherwise), and
+their results leave as permuted views of neon's buffers.
+
+Batch norm is written as op-trees in NCHW (the same math as be.compound_fprop_bn, reduced over
+axes (0, 2, 3), so no transpose to neon's (C, N*H*W)); the output stays lazy and fuses with what
+reads it. Running statistics follow SINGA: r * (1 - momentum) + batch * momentum (momentum 0.9
+by default), the running variance unbiased (n / (n - 1)).
+
+Choices where SINGA is silent or limited: Conv2d supports dilation (SINGA raises) and groups
+(as `group` convolutions of the channel slices); asymmetric ("odd") padding is refused by name.
+Average pooling divides by the window positions inside the input (padding excluded). RNN/LSTM
+are compositions of recorded operators (one GEMM per input and per step); LSTM keeps its four
+gates in one (in, 4H) / (H, 4H) weight pair and one (4H,) bias, gates ordered i, f, o, g.
+"""
 from __future__ import annotations
 
 import math
 from typing import Any
 
+import numpy as np
+
+from ..optree import build
+from ..ops import Op
+from ..shapes import pad2
+from . import autograd as ag
 from . import operators as F
-from .autograd import Layer
+from .autograd import Layer, Operation
+from .singa_wrap import CTensor
 from .tensor import Tensor
+
+
+def _pair(v: Any, what: str) -> tuple:
+    if isinstance(v, (int, np.integer)):
+        return (int(v), int(v))
+    v = tuple(int(x) for x in v)
+    if len(v) != 2:
+        raise ValueError(f"{what} must be an int or a pair, got {v}")
+    return v
+
+
+def _permuted(value: Any, perm: tuple, shape: tuple) -> Any:
+    """The engine tensor `value` with its axes permuted by `perm`, then reshaped to `shape`."""
+    host = getattr(value, "_tensor", None)
+    if host is not None and hasattr(value, "_derived"):
+        return value._derived(np.reshape(host.transpose(perm), shape))
+    be = value.backend
+    out = be.empty(tuple(value.shape[p] for p in perm), dtype=value.dtype)
+    out[:] = build(Op.TRANSPOSE, value, None, axes=perm)
+    return out.reshape(shape)
+
+
+def _nchw_to_neon(value: Any) -> Any:
+    N, C, H, W = value.shape
+    return _permuted(value, (1, 2, 3, 0), (C, 1, H, W, N))
+
+
+def _neon_to_nchw(value: Any) -> Any:
+    C, _, H, W, N = value.shape
+    return _permuted(value.reshape((C, H, W, N)), (3, 0, 1, 2), (N, C, H, W))
+
+
+# ---------------------------------------------------------------- handles
+class ConvHandle:
+    """The geometry of a convolution (SINGA's ConvHandle)."""
+
+    def __init__(self, x: Any, kernel_size: Any, stride: Any, padding: Any, in_channels: int,
+                 out_channels: int, bias: bool, group: int = 1, dilation: Any = 1) -> None:
+        self.kernel, self.stride = _pair(kernel_size, "kernel_size"), _pair(stride, "stride")
+        self.padding, self.dilation = _pair(padding, "padding"), _pair(dilation, "dilation")
+        self.in_channels, self.out_channels, self.bias = in_channels, out_channels, bias
+        self.group = group
+        self._layers: dict = {}
+
+    def layer(self, be: Any, dtype: Any, shape: tuple) -> Any:
+        key = (np.dtype(dtype).str, shape)
+        layer = self._layers.get(key)
+        if layer is None:
+            N, C, H, W = shape
+            (R, S), (ph, pw), (sh, sw), (dh, dw) = self.kernel, self.padding, self.stride, \
+                self.dilation
+            layer = self._layers[key] = be.conv_layer(
+                dtype, N, C, self.out_channels // self.group, D=1, H=H, W=W, T=1, R=R, S=S,
+                pad_h=ph, pad_w=pw, str_h=sh, str_w=sw, dil_h=dh, dil_w=dw)
+        return layer
+
+
+class PoolingHandle:
+    def __init__(self, x: Any, kernel_size: Any, stride: Any, padding: Any,
+                 is_max: bool = True) -> None:
+        self.kernel, self.stride = _pair(kernel_size, "kernel_size"), _pair(stride, "stride")
+        self.padding, self.is_max = _pair(padding, "padding"), is_max
+        self._layers: dict = {}
+
+    def layer(self, be: Any, dtype: Any, shape: tuple) -> Any:
+        key = (np.dtype(dtype).str, shape)
+        layer = self._layers.get(key)
+        if layer is None:
+            N, C, H, W = shape
+            (R, S), (ph, pw), (sh, sw) = self.kernel, self.padding, self.stride
+            layer = self._layers[key] = be.pool_layer(
+                dtype, "max" if self.is_max else "avg", N, C, D=1, H=H, W=W, R=R, S=S,
+                pad_h=ph, pad_w=pw, str_h=sh, str_w=sw)
+        return layer
+
+
+class BatchNormHandle:
+    def __init__(self, momentum: float, x: Any = None, eps: float = 1e-5) -> None:
+        self.factor, self.eps = momentum, eps
+
+
+def _check4(x: CTensor, what: str, channels: int | None = None) -> None:
+    if len(x.lshape) != 4 or (channels is not None and x.lshape[1] != channels):
+        want = f"(N, {channels}, H, W)" if channels is not None else "(N, C, H, W)"
+        raise ValueError(f"{what}: expected input {want}, got {x.lshape}")
+
+
+# ---------------------------------------------------------------- operators
+class _Conv2d(Operation):
+    """conv(x, W) + b with W (K, C, R, S), x (N, C, H, W): the backend's fprop/bprop/update."""
+
+    def __init__(self, handle: ConvHandle) -> None:
+        super().__init__()
+        self.handle = handle
+
+    def forward(self, x: CTensor, W: CTensor, b: CTensor | None = None) -> CTensor:
+        h = self.handle
+        _check4(x, "conv2d", h.in_channels // h.group)
+        K, C, R, S = W.lshape
+        if (C, (R, S)) != (x.lshape[1], h.kernel):
+            raise ValueError(f"conv2d: W of shape {W.lshape} does not fit input {x.lshape} and "
+                             f"kernel {h.kernel}")
+        be = x.dev.be
+        layer = h.layer(be, x.dtype, x.lshape)
+        I = _nchw_to_neon(x.materialize())
+        Fw = _permuted(W.materialize(), (1, 2, 3, 0), (C, 1, R, S, K))
+        O = be.empty(layer.dimO, dtype=x.dtype)
+        bias = None if b is None else b.materialize().reshape((K, 1))
+        be.fprop_conv(layer, I, Fw, O, bias=bias)
+        if ag.training:
+            self.layer, self.I, self.F, self.wshape = layer, I, Fw, W.lshape
+            self.has_bias = b is not None
+        out = _neon_to_nchw(O)
+        return CTensor(out, out.shape, x.dev, x.dtype)
+
+    def backward(self, dy: CTensor) -> tuple:
+        be, layer = dy.dev.be, self.layer
+        E = _nchw_to_neon(dy.materialize())
+        K, C, R, S = self.wshape
+        dx = dW = db = None
+        if self._need(0):
+            G = be.empty(layer.dimI, dtype=dy.dtype)
+            be.bprop_conv(layer, self.F, E, G)
+            dx = _neon_to_nchw(G)
+            dx = CTensor(dx, dx.shape, dy.dev, dy.dtype)
+        U = be.empty(layer.dimF, dtype=dy.dtype)
+        gb = be.empty((K, 1), dtype=dy.dtype) if self.has_bias else None
+        be.update_conv(layer, self.I, E, U, grad_bias=gb)
+        dW = _permuted(U.reshape((C, R, S, K)), (3, 0, 1, 2), (K, C, R, S))
+        dW = CTensor(dW, self.wshape, dy.dev, dy.dtype)
+        if gb is not None:
+            db = CTensor(gb.reshape((1, K)), (K,), dy.dev, dy.dtype)
+            return dx, dW, db
+        return dx, dW
+
+
+class _Pooling2d(Operation):
+    def __init__(self, handle: PoolingHandle) -> None:
+        super().__init__()
+        self.handle = handle
+
+    def forward(self, x: CTensor) -> CTensor:
+        _check4(x, "pooling_2d")
+        be = x.dev.be
+        layer = self.handle.layer(be, x.dtype, x.lshape)
+        I = _nchw_to_neon(x.materialize())
+        O = be.empty(layer.dimO, dtype=x.dtype)
+        argmax = be.empty(layer.dimO, dtype=np.int32) if self.handle.is_max else None
+        be.fprop_pool(layer, I, O, argmax)
+        if ag.training:
+            self.layer, self.argmax = layer, argmax
+        out = _neon_to_nchw(O)
+        return CTensor(out, out.shape, x.dev, x.dtype)
+
+    def backward(self, dy: CTensor) -> CTensor:
+        be = dy.dev.be
+        E = _nchw_to_neon(dy.materialize())
+        G = be.empty(self.layer.dimI, dtype=dy.dtype)
+        be.bprop_pool(self.layer, E, G, self.argmax)
+        dx = _neon_to_nchw(G)
+        return CTensor(dx, dx.shape, dy.dev, dy.dtype)
+
+
+class _BatchNorm2d(Operation):
+    """Batch norm over axes (0, 2, 3) of NCHW x; scale and bias (C,)."""
+
+    def __init__(self, handle: BatchNormHandle, running_mean: Tensor,
+                 running_var: Tensor) -> None:
+        super().__init__()
+        self.handle, self.running_mean, self.running_var = handle, running_mean, running_var
+
+    def forward(self, x: CTensor, scale: CTensor, bias: CTensor) -> CTensor:
+        _check4(x, "batchnorm_2d", scale.Size())
+        be, C = x.dev.be, x.lshape[1]
+        eps, m = self.handle.eps, self.handle.factor
+        col = (1, C, 1, 1)
+        xv = x.materialize()
+        gamma = scale.materialize().reshape(col)
+        beta = bias.materialize().reshape(col)
+        rm, rv = self.running_mean.data, self.running_var.data
+        if ag.training:
+            n = x.Size() // C
+            mean = be.empty(col, dtype=x.dtype)
+            mean[:] = be.sum(xv, axis=(0, 2, 3)) * (1.0 / n)
+            var = be.empty(col, dtype=x.dtype)
+            var[:] = be.sum(be.square(xv - mean), axis=(0, 2, 3)) * (1.0 / n)
+            rm.write(rm.materialize() * (1.0 - m) + mean.reshape(pad2(rm.lshape)) * m)
+            unbiased = n / (n - 1) if n > 1 else 1.0
+            rv.write(rv.materialize() * (1.0 - m) + var.reshape(pad2(rv.lshape)) * (m * unbiased))
+            inv = be.empty(col, dtype=x.dtype)
+            inv[:] = 1.0 / be.sqrt(var + eps)
+            self.x, self.mean, self.inv, self.gamma, self.n = xv, mean, inv, gamma, n
+            y = (xv - mean) * (inv * gamma) + beta
+        else:
+            mean = rm.materialize().reshape(col)
+            var = rv.materialize().reshape(col)
+            y = (xv - mean) / be.sqrt(var + eps) * gamma + beta
+        return CTensor(y, x.lshape, x.dev, x.dtype)
+
+    def backward(self, dy: CTensor) -> tuple:
+        be, C = dy.dev.be, dy.lshape[1]
+        g = dy.materialize()
+        xhat = (self.x - self.mean) * self.inv
+        dgamma = be.empty((1, C, 1, 1), dtype=dy.dtype)
+        dgamma[:] = be.sum(g * xhat, axis=(0, 2, 3))
+        dbeta = be.empty((1, C, 1, 1), dtype=dy.dtype)
+        dbeta[:] = be.sum(g, axis=(0, 2, 3))
+        dx = (self.gamma * self.inv) * (g - (xhat * dgamma + dbeta) * (1.0 / self.n))
+        shape = (C,)
+        return (CTensor(dx, dy.lshape, dy.dev, dy.dtype),
+                CTensor(dgamma.reshape((1, C)), shape, dy.dev, dy.dtype),
+                CTensor(dbeta.reshape((1, C)), shape, dy.dev, dy.dtype))
+
+
+def conv2d(handle: ConvHandle, x: Tensor, W: Tensor, b: Tensor | None = None,
+           odd_padding: Any = (0, 0, 0, 0)) -> Tensor:
+    if any(odd_padding):
+        raise NotImplementedError(f"conv2d: odd (asymmetric) padding {tuple(odd_padding)} is not "
+                                  f"supported; pad symmetrically")
+    op = _Conv2d(handle)
+    return op(x, W)[0] if b is None else op(x, W, b)[0]
+
+
+def pooling_2d(handle: PoolingHandle, x: Tensor, odd_padding: Any = (0, 0, 0, 0)) -> Tensor:
+    if any(odd_padding):
+        raise NotImplementedError(f"pooling_2d: odd (asymmetric) padding {tuple(odd_padding)} "
+                                  f"is not supported; pad symmetrically")
+    return _Pooling2d(handle)(x)[0]
+
+
+def batchnorm_2d(handle: BatchNormHandle, x: Tensor, scale: Tensor, bias: Tensor,
+                 running_mean: Tensor, running_var: Tensor) -> Tensor:
+    return _BatchNorm2d(handle, running_mean, running_var)(x, scale, bias)[0]
+
+
+# ---------------------------------------------------------------- layers
+def _param(shape: tuple, value: float | None = None, std: float | None = None) -> Tensor:
+    t = Tensor(shape=shape, requires_grad=True, stores_grad=True)
+    if std is not None:
+        t.gaussian(0.0, std)
+    elif value:
+        t.set_value(value)
+    return t
 
 
 class Linear(Layer):
@@ -16,11 +284,11 @@ class Linear(Layer):
     def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
         super().__init__()
         self.in_features, self.out_features, self.bias = in_features, out_features, bias
-        self.W = Tensor(shape=(in_features, out_features), requires_grad=True, stores_grad=True)
-        self.W.gaussian(0.0, math.sqrt(2.0 / (in_features + out_features)))
+        self.W = _param((in_features, out_features), std=math.sqrt(2.0 / (in_features +
+                                                                          out_features)))
         self.allow_params = ["W"]
         if bias:
-            self.b = Tensor(shape=(out_features,), requires_grad=True, stores_grad=True)
+            self.b = _param((out_features,))
             self.allow_params.append("b")
 
     def __call__(self, x: Tensor) -> Tensor:
@@ -30,4 +298,176 @@ class Linear(Layer):
         return F.add_bias(y, self.b, axis=0) if self.bias else y
 
 
-__all__ = ["Linear"]
+class Conv2d(Layer):
+    """W (out, in / group, kh, kw) ~ N(0, sqrt(2 / (kh * kw * in + out))) (SINGA's), b (out,)."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, dilation: Any = 1, group: int = 1, bias: bool = True,
+                 pad_mode: str = "NOTSET", **kwargs: Any) -> None:
+        super().__init__()
+        if in_channels % group or out_channels % group:
+            raise ValueError(f"Conv2d: channels {in_channels} -> {out_channels} do not divide "
+                             f"into {group} groups")
+        if isinstance(padding, (tuple, list)) and len(padding) == 4:
+            raise NotImplementedError("Conv2d: odd (4-tuple) padding is not supported")
+        if pad_mode != "NOTSET":
+            raise NotImplementedError(f"Conv2d: pad_mode {pad_mode!r}; give padding instead")
+        self.in_channels, self.out_channels, self.group = in_channels, out_channels, group
+        self.kernel_size, self.bias = _pair(kernel_size, "kernel_size"), bias
+        kh, kw = self.kernel_size
+        std = math.sqrt(2.0 / (kh * kw * in_channels + out_channels))
+        self.W = _param((out_channels, in_channels // group, kh, kw), std=std)
+        self.allow_params = ["W"]
+        if bias:
+            self.b = _param((out_channels,))
+            self.allow_params.append("b")
+        self.handle = ConvHandle(None, kernel_size, stride, padding, in_channels, out_channels,
+                                 bias, group, dilation)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if x.ndim() != 4 or x.shape[1] != self.in_channels:
+            raise ValueError(f"Conv2d: expected input (N, {self.in_channels}, H, W), got "
+                             f"{x.shape}")
+        if self.group == 1:
+            return conv2d(self.handle, x, self.W, self.b if self.bias else None)
+        g = self.group
+        xs = F.split(x, 1, num_output=g)
+        ws = F.split(self.W, 0, num_output=g)
+        bs = F.split(self.b, 0, num_output=g) if self.bias else [None] * g
+        return F.cat([conv2d(self.handle, xi, wi, bi) for xi, wi, bi in zip(xs, ws, bs)], 1)
+
+
+class BatchNorm2d(Layer):
+    def __init__(self, num_features: int, momentum: float = 0.9) -> None:
+        super().__init__()
+        self.channels, self.momentum = num_features, momentum
+        self.scale = _param((num_features,), value=1.0)
+        self.bias = _param((num_features,))
+        self.running_mean = Tensor(shape=(num_features,), requires_grad=False)
+        self.running_var = Tensor(shape=(num_features,), requires_grad=False)
+        self.running_var.set_value(1.0)
+        self.allow_params = ["scale", "bias"]
+        self.handle = BatchNormHandle(momentum)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return batchnorm_2d(self.handle, x, self.scale, self.bias, self.running_mean,
+                            self.running_var)
+
+
+class Pooling2d(Layer):
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 is_max: bool = True) -> None:
+        super().__init__()
+        stride = kernel_size if stride is None else stride
+        self.handle = PoolingHandle(None, kernel_size, stride, padding, is_max)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return pooling_2d(self.handle, x)
+
+
+class MaxPool2d(Pooling2d):
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 odd_padding: Any = (0, 0, 0, 0)) -> None:
+        super().__init__(kernel_size, stride, padding, True)
+
+
+class AvgPool2d(Pooling2d):
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 odd_padding: Any = (0, 0, 0, 0)) -> None:
+        super().__init__(kernel_size, stride, padding, False)
+
+
+class Pooling1d(Layer):
+    """Pooling over the last axis of (N, C, L): a 2-D pooling of height 1."""
+
+    def __init__(self, kernel_size: int, stride: int | None = None, padding: int = 0,
+                 is_max: bool = True) -> None:
+        super().__init__()
+        stride = kernel_size if stride is None else stride
+        self.pool = Pooling2d((1, kernel_size), (1, stride), (0, padding), is_max)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if x.ndim() != 3:
+            raise ValueError(f"pooling 1d: expected input (N, C, L), got {x.shape}")
+        y = self.pool(F.unsqueeze(x, [2]))
+        return F.squeeze(y, [2])
+
+
+class MaxPool1d(Pooling1d):
+    def __init__(self, kernel_size: int, stride: int | None = None, padding: int = 0,
+                 odd_padding: Any = (0, 0, 0, 0)) -> None:
+        super().__init__(kernel_size, stride, padding, True)
+
+
+class AvgPool1d(Pooling1d):
+    def __init__(self, kernel_size: int, stride: int | None = None, padding: int = 0,
+                 odd_padding: Any = (0, 0, 0, 0)) -> None:
+        super().__init__(kernel_size, stride, padding, False)
+
+
+class RNN(Layer):
+    """h_t = tanh(x_t @ Wx + h_{t-1} @ Wh + b) (or relu); `rnn(xs, h0)` -> (outputs, h)."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
+                 nonlinearity: str = "tanh", bias: bool = True, batch_first: bool = False,
+                 dropout: float = 0, bidirectional: bool = False) -> None:
+        super().__init__()
+        if num_layers != 1 or bidirectional:
+            raise NotImplementedError("RNN: one layer, one direction")
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"RNN: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
+        self.nonlinearity, self.hidden_size = nonlinearity, hidden_size
+        std = 1.0 / math.sqrt(hidden_size)
+        self.Wx = _param((input_size, hidden_size), std=std)
+        self.Wh = _param((hidden_size, hidden_size), std=std)
+        self.b = _param((hidden_size,))
+        self.allow_params = ["Wx", "Wh", "b"]
+
+    def step_forward(self, x: Tensor, h: Tensor) -> Tensor:
+        a = F.add_bias(F.add(F.matmul(x, self.Wx), F.matmul(h, self.Wh)), self.b)
+        return F.tanh(a) if self.nonlinearity == "tanh" else F.relu(a)
+
+    def __call__(self, xs: Any, h0: Tensor) -> tuple:
+        out, h = [], h0
+        for x in xs:
+            h = self.step_forward(x, h)
+            out.append(h)
+        return out, h
+
+
+class LSTM(Layer):
+    """i, f, o = sigmoid(.), g = tanh(.) of x_t @ Wx + h @ Wh + b; c = f * c + i * g;
+    h = o * tanh(c). `lstm(xs, (h0, c0))` -> (outputs, h, c)."""
+
+    def __init__(self, input_size: int, hidden_size: int, nonlinearity: str = "tanh",
+                 num_layers: int = 1, bias: bool = True, batch_first: bool = False,
+                 dropout: float = 0, bidirectional: bool = False) -> None:
+        super().__init__()
+        if num_layers != 1 or bidirectional:
+            raise NotImplementedError("LSTM: one layer, one direction")
+        self.hidden_size = hidden_size
+        std = 1.0 / math.sqrt(hidden_size)
+        self.Wx = _param((input_size, 4 * hidden_size), std=std)
+        self.Wh = _param((hidden_size, 4 * hidden_size), std=std)
+        self.b = _param((4 * hidden_size,))
+        self.allow_params = ["Wx", "Wh", "b"]
+
+    def step_forward(self, x: Tensor, h: Tensor, c: Tensor) -> tuple:
+        z = F.add_bias(F.add(F.matmul(x, self.Wx), F.matmul(h, self.Wh)), self.b)
+        i, f, o, g = F.split(z, 1, num_output=4)
+        c = F.add(F.mul(F.sigmoid(f), c), F.mul(F.sigmoid(i), F.tanh(g)))
+        h = F.mul(F.sigmoid(o), F.tanh(c))
+        return h, c
+
+    def __call__(self, xs: Any, hc: tuple) -> tuple:
+        h, c = hc
+        out = []
+        for x in xs:
+            h, c = self.step_forward(x, h, c)
+            out.append(h)
+        return out, h, c
+
+
+__all__ = ["Linear", "Conv2d", "BatchNorm2d", "MaxPool2d", "AvgPool2d", "MaxPool1d",
+           "AvgPool1d", "Pooling2d", "RNN", "LSTM", "ConvHandle", "PoolingHandle",
+           "BatchNormHandle", "conv2d", "pooling_2d", "batchnorm_2d"]
