@@ -95,6 +95,9 @@ class Operation:
     def get_params(self) -> list:
         return []
 
+    def release(self) -> None:
+        """Drop what forward kept for backward (called by the backward walk)."""
+
     def _need(self, i: int) -> bool:
         return self._needs is None or self._needs[i]
 
@@ -151,17 +154,22 @@ class TreeOp(Operation):
         if xs is None:
             raise RuntimeError(f"{self.name}: backward needs autograd.training = True during "
                                f"forward (the inputs are kept only then)")
-        if not self.lazy:
+        needs = [self._need(i) for i in range(len(xs))]
+        if not self.lazy or needs.count(True) > 1:   # read by a product or by several grads
             dy.materialize()
         be = xs[0].dev.be
         values = [x.value for x in xs]
         with _AD._on(be):
             tree = self.make(be, *values)
             z = self._out.value if not self._out.lazy else tree
-            needs = [self._need(i) for i in range(len(xs))]
             grads = rule_gradients(tree, z, values, dy.value, needs)
         out = tuple(None if g is None else grad_ctensor(g, x) for g, x in zip(grads, xs))
         return out if len(out) > 1 else out[0]
+
+    def release(self) -> None:
+        """Forget the inputs and output kept for backward (the walk calls this once the op's
+        backward is done, so values nobody else holds are not materialised for nothing)."""
+        self._xs = self._out = None
 
 
 def rule_gradients(root: Any, z: Any, values: list, dy: Any, needs: list) -> list:
@@ -276,6 +284,7 @@ def backward(y: Tensor, dy: Any = None):
             dxs = op._do_backward(*dys)
         finally:
             op._needs = None
+        op.release()
         if len(dxs) != len(op.src):
             raise RuntimeError(f"{op.name}: backward gave {len(dxs)} gradients for "
                                f"{len(op.src)} inputs")

@@ -116,9 +116,10 @@ class Adam(Optimizer):
         b1, b2 = self.beta_1, self.beta_2
         m[:] = m * b1 + (1.0 - b1) * g
         v[:] = v * b2 + (1.0 - b2) * g * g
-        step = self.lr * math.sqrt(1.0 - b2 ** t[1]) / (1.0 - b1 ** t[1])
+        step = self.lr / (1.0 - b1 ** t[1])
         be = param.device.be
-        param.data.write(p - step * m / (be.sqrt(v) + self.epsilon))
+        scale = 1.0 / math.sqrt(1.0 - b2 ** t[1])
+        param.data.write(p - step * m / (be.sqrt(v) * scale + self.epsilon))
 
 
 __all__ = ["Optimizer", "SGD", "Adam"]

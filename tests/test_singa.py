@@ -1,0 +1,400 @@
+"""neonlike.singa: seed 004's two examples, the backward walk's rules, laziness (kernel counts),
+layers and optimizers against torch (float64), errors. Runs on the fused CPU engine."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from neonlike.ops import OP_INFO
+from neonlike.optree import dag_postorder
+from neonlike.singa import autograd, device, opt, tensor
+from neonlike.singa.singa_wrap import CTensor
+from neonlike.singa.tensor import Tensor
+
+F64 = np.float64
+
+
+@pytest.fixture(autouse=True)
+def training():
+    autograd.training = True
+    yield
+    autograd.training = False
+
+
+def t64(a, **kw):
+    return Tensor(data=np.asarray(a), dtype=F64, **kw)
+
+
+# ---------------------------------------------------------------- seed 004's examples
+def test_seed_operation_only_mlp():
+    """The seed's first example as written (import renamed), on a small XOR-like data set."""
+    from neonlike.singa.tensor import Tensor
+    from neonlike.singa import autograd
+    from neonlike.singa import opt
+    rng = np.random.RandomState(0)
+    data = rng.uniform(-1, 1, (64, 2)).astype(np.float32)
+    label = np.eye(2)[(data[:, 0] + data[:, 1] > 0).astype(int)].astype(np.float32)
+
+    w0 = Tensor(shape=(2, 3), requires_grad=True, stores_grad=True)
+    w0.gaussian(0.0, 0.1)
+    b0 = Tensor(shape=(1, 3), requires_grad=True, stores_grad=True)
+    b0.set_value(0.0)
+    w1 = Tensor(shape=(3, 2), requires_grad=True, stores_grad=True)
+    w1.gaussian(0.0, 0.1)
+    b1 = Tensor(shape=(1, 2), requires_grad=True, stores_grad=True)
+    b1.set_value(0.0)
+
+    inputs = Tensor(data=data)  # data matrix
+    target = Tensor(data=label)  # label vector
+    autograd.training = True    # for training
+    sgd = opt.SGD(0.05)   # optimizer
+    losses = []
+    for i in range(10):
+        x = autograd.matmul(inputs, w0)  # matrix multiplication
+        x = autograd.add_bias(x, b0)    # add the bias vector
+        x = autograd.relu(x)            # ReLU activation operation
+        x = autograd.matmul(x, w1)
+        x = autograd.add_bias(x, b1)
+        loss = autograd.softmax_cross_entropy(x, target)
+        for p, g in autograd.backward(loss):
+            assert g.shape == p.shape      # b0 (1, 3) gets a (1, 3) gradient (SINGA 3.0: (3,))
+            sgd.update(p, g)
+        losses.append(float(loss.to_numpy()[0]))
+    sgd = opt.SGD(0.5, momentum=0.9)
+    for i in range(60):
+        x = autograd.add_bias(autograd.matmul(autograd.relu(autograd.add_bias(
+            autograd.matmul(inputs, w0), b0)), w1), b1)
+        sgd.backward_and_update(autograd.softmax_cross_entropy(x, target))
+    pred = x.to_numpy().argmax(1)
+    assert losses[-1] < losses[0] and np.mean(pred == label.argmax(1)) > 0.9
+
+
+def test_seed_cnn_example():
+    """The seed's second example as written (layers, cat, BN, both pools), two steps of batch 2."""
+    from neonlike.singa import tensor
+    dev = device.get_default_device()
+    conv1 = autograd.Conv2d(1, 32, 3, padding=1, bias=False)
+    bn1 = autograd.BatchNorm2d(32)
+    pooling1 = autograd.MaxPool2d(3, 1, padding=1)
+    conv21 = autograd.Conv2d(32, 16, 3, padding=1)
+    conv22 = autograd.Conv2d(32, 16, 3, padding=1)
+    bn2 = autograd.BatchNorm2d(32)
+    linear = autograd.Linear(32 * 28 * 28, 10)
+    pooling2 = autograd.AvgPool2d(3, 1, padding=1)
+
+    def forward(x, t):
+        y = conv1(x)           # Conv layer
+        y = autograd.relu(y)   # ReLU operation
+        y = bn1(y)             # BN layer
+        y = pooling1(y)        # Pooling Layer
+        y1 = conv21(y)
+        y2 = conv22(y)
+        y = autograd.cat((y1, y2), 1)  # cat operation
+        y = autograd.relu(y)           # ReLU operation
+        y = bn2(y)
+        y = pooling2(y)
+        y = autograd.flatten(y)        # flatten operation
+        y = linear(y)                  # Linear layer
+        loss = autograd.softmax_cross_entropy(y, t)  # operation
+        return loss, y
+
+    rng = np.random.RandomState(0)
+    batch_sz, batch_number, epochs = 2, 2, 1
+    x_train = rng.rand(batch_sz * batch_number, 1, 28, 28).astype(np.float32)
+    y_train = np.eye(10)[rng.randint(0, 10, batch_sz * batch_number)].astype(np.float32)
+    sgd = opt.SGD(lr=0.01)
+    autograd.training = True
+    seen = []
+    for epoch in range(epochs):
+        for i in range(batch_number):
+            inputs = tensor.Tensor(device=dev, data=x_train[
+                i * batch_sz:(1 + i) * batch_sz], stores_grad=False)
+            targets = tensor.Tensor(device=dev, data=y_train[
+                i * batch_sz:(1 + i) * batch_sz], requires_grad=False, stores_grad=False)
+            loss, y = forward(inputs, targets)  # forward the net
+            for p, gp in autograd.backward(loss):  # auto backward
+                assert gp.shape == p.shape
+                seen.append(p)
+                sgd.update(p, gp)
+            assert np.isfinite(loss.to_numpy()).all() and y.shape == (2, 10)
+    # conv1 (no bias) W, bn1 scale+bias, conv21/conv22 W+b, bn2 scale+bias, linear W+b
+    assert len(seen) == 2 * 11 and len({id(p) for p in seen}) == 11
+
+
+# ---------------------------------------------------------------- the backward walk
+def _mlp(rng):
+    x = t64(rng.randn(6, 4))
+    w0, b0 = t64(rng.randn(4, 5), stores_grad=True), t64(rng.randn(5), stores_grad=True)
+    w1, b1 = t64(rng.randn(5, 3), stores_grad=True), t64(rng.randn(3), stores_grad=True)
+    t = t64(np.eye(3)[rng.randint(0, 3, 6)], requires_grad=False)
+
+    def loss():
+        h = autograd.tanh(autograd.add_bias(autograd.matmul(x, w0), b0))
+        y = autograd.add_bias(autograd.matmul(h, w1), b1)
+        return autograd.softmax_cross_entropy(autograd.mul(y, y), t)
+    return loss, [w0, b0, w1, b1]
+
+
+def test_updating_inside_the_loop_changes_no_later_gradient():
+    rng = np.random.RandomState(3)
+    loss, params = _mlp(rng)
+    expected = {id(p): g.to_numpy() for p, g in autograd.gradients(loss()).items()}
+    before = {id(p): p.to_numpy() for p in params}
+    order = []
+    sgd = opt.SGD(0.5)
+    for p, g in autograd.backward(loss()):
+        order.append(p)
+        np.testing.assert_allclose(g.to_numpy(), expected[id(p)], rtol=1e-12)
+        sgd.update(p, g)   # before the rest of the backward pass
+    assert [id(p) for p in order] == [id(p) for p in params[::-1]]   # each once, last use first
+    for p in params:
+        np.testing.assert_allclose(p.to_numpy(), before[id(p)] - 0.5 * expected[id(p)])
+
+
+def test_gradients_of_a_tensor_used_several_times_are_summed():
+    a = t64([[1.0, 2.0]], stores_grad=True)
+    y = autograd.add(autograd.mul(a, a), autograd.mul(a, 3.0))
+    g = autograd.gradients(autograd.reduce_sum(y, None, 0))
+    np.testing.assert_allclose(g[a].to_numpy(), [[5.0, 7.0]])
+
+
+def test_stores_grad_and_requires_grad_rules():
+    rng = np.random.RandomState(4)
+    x = t64(rng.randn(3, 2))                                  # data: requires_grad, not stored
+    w = t64(rng.randn(2, 2), stores_grad=True)
+    frozen = t64(rng.randn(2, 2), requires_grad=False)        # no gradient at all
+    h = autograd.matmul(x, w)
+    h.stores_grad = True                                       # an intermediate, stored
+    y = autograd.matmul(autograd.relu(h), frozen)
+    g = autograd.gradients(autograd.reduce_mean(y, None, 0))
+    assert set(map(id, g)) == {id(w), id(h)}
+    np.testing.assert_allclose(g[w].to_numpy(), x.to_numpy().T @ g[h].to_numpy())
+    assert not autograd.relu(frozen).requires_grad
+    with pytest.raises(ValueError, match="stores_grad=True needs requires_grad=True"):
+        Tensor(shape=(2,), requires_grad=False, stores_grad=True)
+
+
+def test_backward_yields_a_leaf_loss_and_takes_dy():
+    a = t64([[1.0, 2.0]], stores_grad=True)
+    y = autograd.mul(a, a)
+    g = dict(autograd.backward(y, t64([[1.0, 10.0]])))
+    np.testing.assert_allclose(g[a].to_numpy(), [[2.0, 40.0]])
+
+
+def test_errors_name_what_is_wrong():
+    a, b = t64(np.ones((2, 3)), stores_grad=True), t64(np.ones((4,)))
+    with pytest.raises(ValueError, match=r"\(2, 3\) and \(4,\)"):
+        autograd.add(a, b)
+    with pytest.raises(ValueError, match=r"x \(2, 3\) and w \(2, 3\)"):
+        autograd.matmul(a, a)
+    with pytest.raises(ValueError, match=r"scalar.*\(2, 3\)"):
+        next(autograd.backward(autograd.relu(a)))
+    with pytest.raises(ValueError, match=r"reshape \(2, 3\)"):
+        autograd.reshape(a, (4, 2))
+    with pytest.raises(TypeError, match="singa Tensor"):
+        autograd.relu(np.ones(3))
+    autograd.training = False
+    loss = autograd.reduce_sum(autograd.relu(a), None, 0)
+    with pytest.raises(RuntimeError, match="training = True"):
+        next(autograd.backward(loss))
+
+
+def test_custom_operation_on_ctensors():
+    """An Operation written as SINGA's are (forward/backward on `.data`), and a direct call of
+    `y.creator.backward(dy.data)`."""
+    class Cube(autograd.Operation):
+        def forward(self, x):
+            self.x = x
+            assert x.nDim() == 2 and x.Size() == 3 and x.shape() == (1, 3)
+            return x * x * x
+
+        def backward(self, dy):
+            return dy * 3.0 * self.x * self.x
+
+    a = t64([[1.0, 2.0, 3.0]], stores_grad=True)
+    y = Cube()(a)[0]
+    np.testing.assert_allclose(y.to_numpy(), [[1.0, 8.0, 27.0]])
+    dx = y.creator.backward(t64([[1.0, 1.0, 1.0]]).data)
+    assert isinstance(dx, CTensor)
+    np.testing.assert_allclose(dx.to_numpy(), [[3.0, 12.0, 27.0]])
+    g = autograd.gradients(autograd.reduce_sum(y, None, 0))
+    np.testing.assert_allclose(g[a].to_numpy(), [[3.0, 12.0, 27.0]])
+
+
+def test_layer_get_and_set_params():
+    lin = autograd.Linear(3, 2)
+    params = lin.get_params()
+    assert set(params) == {"W", "b"} and params["W"].shape == (3, 2) and params["b"].shape == (2,)
+    lin.set_params(W=np.ones((3, 2)), b=np.arange(2.0))
+    np.testing.assert_allclose(lin.b.to_numpy(), [0.0, 1.0])
+    with pytest.raises(ValueError, match=r"has shape \(3, 2\)"):
+        lin.set_params(W=np.ones((2, 2)))
+
+
+# ---------------------------------------------------------------- laziness
+def _spy(monkeypatch):
+    be = device.get_default_device().be
+    log = []
+    run = be.execute_assign
+
+    def spy(out, value):
+        log.append(frozenset(OP_INFO[n[0]["op"]].kind.value for n in dag_postorder(value)))
+        return run(out, value)
+    monkeypatch.setattr(be, "execute_assign", spy)
+    return log
+
+
+def test_a_layer_chain_runs_as_one_gemm_and_one_fused_kernel(monkeypatch):
+    rng = np.random.RandomState(5)
+    x = Tensor(data=rng.randn(8, 4))
+    w, b = Tensor(data=rng.randn(4, 5), stores_grad=True), Tensor(data=rng.randn(5), stores_grad=True)
+    log = _spy(monkeypatch)
+    y = autograd.relu(autograd.add_bias(autograd.matmul(x, w), b))
+    assert log == [{"matmul"}] and y.data.lazy      # the GEMM ran; relu(. + b) waits
+    got = y.to_numpy()
+    assert log == [{"matmul"}, {"elementwise"}]     # one fused kernel on the host read
+    np.testing.assert_allclose(got, np.maximum(x.to_numpy() @ w.to_numpy() + b.to_numpy(), 0),
+                               rtol=1e-5)
+
+
+def test_kernel_counts_of_an_mlp_train_step(monkeypatch):
+    """Forward: 2 GEMMs, the hidden layer's fused kernel, softmax, loss. Backward + SGD: the
+    output error, b1's update (its gradient's sum fused in), 2 GEMMs, w1's update, the hidden
+    error (tanh' fused), b0's update, 1 GEMM (no gradient for the data), w0's update."""
+    rng = np.random.RandomState(6)
+    x = Tensor(data=rng.randn(8, 4))
+    t = Tensor(data=np.eye(3)[rng.randint(0, 3, 8)], requires_grad=False)
+    w0, b0 = Tensor(data=rng.randn(4, 5), stores_grad=True), Tensor(data=rng.randn(5), stores_grad=True)
+    w1, b1 = Tensor(data=rng.randn(5, 3), stores_grad=True), Tensor(data=rng.randn(3), stores_grad=True)
+    sgd = opt.SGD(0.1)
+    log = _spy(monkeypatch)
+    for step in range(2):
+        del log[:]
+        h = autograd.tanh(autograd.add_bias(autograd.matmul(x, w0), b0))
+        loss = autograd.softmax_cross_entropy(autograd.add_bias(autograd.matmul(h, w1), b1), t)
+        forward = list(log)
+        for p, g in autograd.backward(loss):
+            sgd.update(p, g)
+        backward = log[len(forward):]
+        E, R, M = "elementwise", "reduction", "matmul"
+        assert forward == [{M}, {E}, {M}, {E, R}, {E, R}]
+        assert len(backward) == 9
+        assert sum(M in k for k in backward) == 3 and sum(k == {E} for k in backward) == 4
+
+
+# ---------------------------------------------------------------- layers against torch
+torch = pytest.importorskip("torch")
+
+
+def _check_layer(fn, tfn, inputs, params, rng):
+    """fn(singa tensors) vs tfn(torch tensors): values and every gradient (float64)."""
+    xs = [t64(a, stores_grad=True) for a in inputs]
+    y = fn(*xs)
+    txs = [torch.tensor(a, requires_grad=True) for a in inputs]
+    tps = [torch.tensor(p.to_numpy(), requires_grad=True) for p in params]
+    ty = tfn(*txs, *tps)
+    np.testing.assert_allclose(y.to_numpy(), ty.detach().numpy(), rtol=1e-9, atol=1e-12)
+    r = rng.randn(*ty.shape)
+    g = autograd.gradients(autograd.reduce_sum(autograd.mul(y, t64(r, requires_grad=False)),
+                                               None, 0))
+    (ty * torch.tensor(r)).sum().backward()
+    for mine, theirs in list(zip(xs, txs)) + list(zip(params, tps)):
+        np.testing.assert_allclose(g[mine].to_numpy(), theirs.grad.numpy(), rtol=1e-9,
+                                   atol=1e-12)
+
+
+def _as64(layer, *names):
+    for n in names:
+        setattr(layer, n, t64(getattr(layer, n).to_numpy() + 0.1, stores_grad=True))
+    return [getattr(layer, n) for n in names]
+
+
+@pytest.mark.parametrize("kw", [dict(padding=1), dict(stride=2, padding=0, dilation=2),
+                                dict(padding=1, group=2, bias=False)])
+def test_conv2d_against_torch(kw):
+    rng = np.random.RandomState(7)
+    conv = autograd.Conv2d(4, 6, 3, **kw)
+    bias = kw.get("bias", True)
+    params = _as64(conv, "W", *(["b"] if bias else []))
+    tkw = {k: v for k, v in kw.items() if k != "bias"}
+    tkw["groups"] = tkw.pop("group", 1)
+    _check_layer(conv, lambda x, w, b=None: torch.nn.functional.conv2d(x, w, b, **tkw),
+                 [rng.randn(2, 4, 7, 7)], params, rng)
+
+
+@pytest.mark.parametrize("layer,tfn", [
+    (lambda: autograd.MaxPool2d(3, 2, padding=1), lambda x: torch.nn.functional.max_pool2d(x, 3, 2, 1)),
+    (lambda: autograd.AvgPool2d(2), lambda x: torch.nn.functional.avg_pool2d(x, 2)),
+    (lambda: autograd.MaxPool1d(2), lambda x: torch.nn.functional.max_pool1d(x, 2)),
+    (lambda: autograd.AvgPool1d(3, 1, padding=1),
+     lambda x: torch.nn.functional.avg_pool1d(x, 3, 1, 1, count_include_pad=False))])
+def test_pooling_against_torch(layer, tfn):
+    rng = np.random.RandomState(8)
+    shape = (2, 3, 6, 6) if "2d" in tfn.__code__.co_names[-1] else (2, 3, 6)
+    _check_layer(layer(), tfn, [rng.randn(*shape)], [], rng)
+
+
+def test_batchnorm2d_against_torch_with_running_stats():
+    rng = np.random.RandomState(9)
+    bn = autograd.BatchNorm2d(3)
+    params = _as64(bn, "scale", "bias")
+    bn.running_mean, bn.running_var = t64(np.zeros(3), requires_grad=False), \
+        t64(np.ones(3), requires_grad=False)
+    rm, rv = torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)
+    _check_layer(bn, lambda x, s, b: torch.nn.functional.batch_norm(
+        x, rm, rv, s, b, training=True, momentum=0.9, eps=1e-5), [rng.randn(4, 3, 3, 2)],
+        params, rng)
+    np.testing.assert_allclose(bn.running_mean.to_numpy(), rm.numpy(), atol=1e-12)
+    np.testing.assert_allclose(bn.running_var.to_numpy(), rv.numpy(), atol=1e-12)
+    autograd.training = False
+    x = rng.randn(2, 3, 2, 2)
+    scale, bias = (torch.tensor(p.to_numpy()) for p in params)
+    want = torch.nn.functional.batch_norm(torch.tensor(x), rm, rv, scale, bias, training=False)
+    np.testing.assert_allclose(bn(t64(x)).to_numpy(), want.numpy(), atol=1e-12)
+
+
+def test_rnn_and_lstm_against_torch():
+    rng = np.random.RandomState(10)
+    xs = [rng.randn(2, 3) for _ in range(3)]
+    rnn = autograd.RNN(3, 4)
+    p = _as64(rnn, "Wx", "Wh", "b")
+    h0 = rng.randn(2, 4)
+
+    def t_rnn(x0, x1, x2, h, wx, wh, b):
+        for x in (x0, x1, x2):
+            h = torch.tanh(x @ wx + h @ wh + b)
+        return h
+    _check_layer(lambda *a: rnn(list(a[:3]), a[3])[1], t_rnn, xs + [h0], p, rng)
+    lstm = autograd.LSTM(3, 2)
+    p = _as64(lstm, "Wx", "Wh", "b")
+
+    def t_lstm(x0, x1, x2, h, c, wx, wh, b):
+        for x in (x0, x1, x2):
+            i, f, o, g = (x @ wx + h @ wh + b).split(2, 1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+        return h + 2 * c
+    _check_layer(lambda *a: autograd.add(*(lambda o: (o[1], autograd.mul(o[2], 2.0)))(
+        lstm(list(a[:3]), (a[3], a[4])))), t_lstm, xs + [rng.randn(2, 2), rng.randn(2, 2)], p, rng)
+
+
+@pytest.mark.parametrize("make,tmake", [
+    (lambda: opt.SGD(0.1, momentum=0.9, dampening=0.1, weight_decay=0.01),
+     lambda ps: torch.optim.SGD(ps, 0.1, momentum=0.9, dampening=0.1, weight_decay=0.01)),
+    (lambda: opt.SGD(0.1, momentum=0.9, nesterov=True),
+     lambda ps: torch.optim.SGD(ps, 0.1, momentum=0.9, nesterov=True)),
+    (lambda: opt.Adam(0.01), lambda ps: torch.optim.Adam(ps, 0.01, eps=1e-8))])
+def test_optimizers_against_torch(make, tmake):
+    rng = np.random.RandomState(11)
+    w0, x = rng.randn(3, 2), rng.randn(4, 3)
+    w = t64(w0, stores_grad=True)
+    tw = torch.tensor(w0, requires_grad=True)
+    o, to = make(), tmake([tw])
+    for _ in range(3):
+        y = autograd.matmul(t64(x), w)
+        loss = autograd.reduce_sum(autograd.mul(y, y), None, 0)
+        o.backward_and_update(loss)
+        to.zero_grad()
+        ((torch.tensor(x) @ tw) ** 2).sum().backward()
+        to.step()
+    np.testing.assert_allclose(w.to_numpy(), tw.detach().numpy(), rtol=1e-9)
