@@ -88,3 +88,11 @@ def test_ngraph_mlp_on_digits(tmp_path):
             [f"Epoch {i}" for i in range(10)]
         assert error_of(out) <= 5.0
     assert error_of(outs[0]) == pytest.approx(error_of(outs[1]), abs=0.6)
+
+
+def test_singa_mlp_example():
+    assert error_of(run("singa_mlp.py", "--epochs", "5")) <= 6.0
+
+
+def test_singa_cnn_example():
+    assert error_of(run("singa_cnn.py", "--epochs", "2")) <= 8.0
