@@ -19,7 +19,7 @@ import argparse
 import statistics
 import time
 
-import _harness  # noqa: F401  first: pins the thread pools before numpy loads
+import _harness  # noqa: F401,E402  first: pins the thread pools before numpy loads
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

@@ -7,7 +7,7 @@ import pytest
 
 from neonlike.ops import OP_INFO
 from neonlike.optree import dag_postorder
-from neonlike.singa import autograd, device, opt, tensor
+from neonlike.singa import autograd, device, opt
 from neonlike.singa.singa_wrap import CTensor
 from neonlike.singa.tensor import Tensor
 
