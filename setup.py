@@ -1,5 +1,5 @@
 """neonlike: neon's op-tree programming model, fused and fast on today's Python stack."""
-from setuptools import setup
+from setuptools import find_packages, setup
 
 MKL_PLATFORMS = "(platform_machine == 'x86_64' or platform_machine == 'AMD64') and sys_platform != 'darwin'"
 
@@ -11,10 +11,8 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
-    packages=["neonlike", "neonlike.backends", "neonlike.backends.cpu", "neonlike.backends.gpu",
-              "neonlike.kernels", "neonlike.initializers",
-              "neonlike.transforms", "neonlike.layers", "neonlike.optimizers", "neonlike.models",
-              "neonlike.callbacks", "neonlike.data", "neonlike.util"],
+    # every package under neonlike/ (the front ends' too), and the kernel templates
+    packages=find_packages(include=["neonlike", "neonlike.*"]) + ["neonlike.kernels"],
     package_dir={"neonlike.kernels": "kernels"},
     package_data={"neonlike.kernels": ["*.py.tmpl", "*.cu.tmpl", "*.cuh", "README.md"]},
     install_requires=[

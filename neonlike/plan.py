@@ -11,8 +11,9 @@ Stage kinds:
 - GEMM: `out = a @ b` for two buffers.
 - COMPOUND: a convolution or pooling node (compound.py) on buffers, run by the device's own
   kernels (the reference interpreter's functions where a device has none).
-- HOST: a subtree the device does not render (structural ops: reshape, slice, take, concatenate,
-  tile, onehot, transpose of a tree) evaluated by the reference interpreter into a temp.
+- HOST: a structural op (reshape, slice, take, concatenate, tile, onehot, transpose of a tree)
+  evaluated by the reference interpreter into a temp, on its operands computed by earlier stages;
+  an op the device does not render (and a structural op of a constant), with its whole subtree.
 
 Buffers are numbered: the tree's tensors in first-occurrence order, then the output, then temps.
 Nothing here imports a device library.
@@ -50,9 +51,10 @@ class Stage:
     reduce_axes: tuple = ()        # FUSED: the axes every reduction of the stage reduces
     domain: int = -1               # FUSED with reductions: position of a reduction node, whose
                                    # operand's shape is the reduction domain
-    inputs: tuple = ()             # GEMM, COMPOUND: operand buffers; HOST: (node position,)
+    inputs: tuple = ()             # GEMM, COMPOUND, HOST: operand buffers (HOST: none where it
+                                   # evaluates the node's whole subtree)
     trans: tuple = ()              # GEMM: (a, b) read transposed (2-D views), or () for neither
-    node: int = -1                 # COMPOUND: the node's position (its op and attrs)
+    node: int = -1                 # COMPOUND, HOST: the node's position (its op and attrs)
 
 
 def gemm_operands(stage: Stage, bufs: Any) -> tuple:
@@ -331,17 +333,22 @@ class _Planner:
             self.stages.append(Stage(StageKind.GEMM, buf, inputs=(a, b),
                                      trans=trans if any(trans) else ()))
             return buf
-        if kind is Kind.COMPOUND:
+        children = (node[1], node[2])[:OP_INFO[Op(node[0]["op"])].arity]
+        if kind in (Kind.COMPOUND, Kind.STRUCTURAL) and \
+                all(isinstance(c, Operators) for c in children):
+            # the op alone, on its operands computed first (a conv under a reshape runs on the
+            # device's kernels, not in the host's evaluation of the reshape's subtree)
             operands = []
-            for c in (node[1], node[2])[:OP_INFO[Op(node[0]["op"])].arity]:
+            for c in children:
                 operands.append((yield self.as_buffer(c)))
             buf = self.new_temp(node)
-            self.stages.append(Stage(StageKind.COMPOUND, buf, inputs=tuple(operands),
+            self.stages.append(Stage(StageKind.COMPOUND if kind is Kind.COMPOUND else
+                                     StageKind.HOST, buf, inputs=tuple(operands),
                                      node=self.pos[id(node)]))
             return buf
         if kind is Kind.STRUCTURAL or not self._fusable(node):
-            buf = self.new_temp(node)
-            self.stages.append(Stage(StageKind.HOST, buf, inputs=(self.pos[id(node)],)))
+            buf = self.new_temp(node)     # the whole subtree on the host
+            self.stages.append(Stage(StageKind.HOST, buf, node=self.pos[id(node)]))
             return buf
         buf = self.new_temp(node)  # an elementwise or reduction subtree its consumer cannot fuse
         yield self.fused(node, buf, node.shape)

@@ -49,6 +49,14 @@ def evaluate(value: Any, dtype: np.dtype, leaf: Any = None) -> np.ndarray:
     return values[id(value)]
 
 
+def evaluate_op(d: dict, operands: list, dtype: np.dtype) -> np.ndarray:
+    """One node's op (its op_dict `d`) on operand arrays, as an array of `dtype` and d's shape
+    (a plan's HOST or COMPOUND stage whose operands earlier stages computed)."""
+    with np.errstate(all="ignore"):
+        result = OP_INFO[Op(d["op"])].ref(d, *(np.asarray(a, dtype=dtype) for a in operands))
+    return np.asarray(result, dtype=dtype).reshape(d["shape"])
+
+
 def _take_value(values: dict, uses: dict, node: Any) -> np.ndarray:
     """A child's value, forgotten after its last use (intermediates do not pile up)."""
     v = values[id(node)]

@@ -6,12 +6,14 @@ spellings work too: `ng.axis(...)` is `ng.make_axis(...)`, `ng.make_name_scope(n
 """
 from neonlike.ngraph.op_graph.axes import (
     Axes, Axis, AxisRole, DualAxis, FlattenedAxis, PaddedAxis, SlicedAxis, TensorDescription,
-    make_axes, make_axis, make_axis_role,
+    make_axes, make_axis, make_axis_role, spatial_axis,
 )
 from neonlike.ngraph.util.names import NameScope, make_name_scope
 
 from neonlike.ngraph.op_graph.op_graph import *  # noqa: F401,F403  (the graph builders)
 from neonlike.ngraph.op_graph import op_graph as _op_graph
+from neonlike.ngraph.op_graph.convolution import convolution
+from neonlike.ngraph.op_graph.pooling import pooling
 
 axis = make_axis   # seed 000's spelling: ng.axis(length=3, roles=[role_channel], name="my_axis")
 
@@ -35,4 +37,4 @@ __all__ = list(_op_graph.__all__) + ["NumPyTransformer", "make_transformer",
                                       "make_transformer_factory", "set_transformer_factory",
                                       "transformer_choices", "Axes", "Axis", "AxisRole", "DualAxis", "FlattenedAxis", "NameScope", "PaddedAxis",
            "SlicedAxis", "TensorDescription", "axis", "make_axes", "make_axis", "make_axis_role",
-           "make_name_scope"]
+           "make_name_scope", "convolution", "pooling", "spatial_axis"]

@@ -240,7 +240,9 @@ class Program:
                 compound.run(out.backend, nodes[stage.node][0], dst,
                              [bufs[b] for b in stage.inputs])
             else:
-                dst[...] = reference.evaluate(nodes[stage.inputs[0]], dt)
+                node = nodes[stage.node]
+                dst[...] = reference.evaluate_op(node[0], [bufs[b] for b in stage.inputs], dt) \
+                    if stage.inputs else reference.evaluate(node, dt)
         if not direct:
             out._store(bufs[plan.n_inputs])
 

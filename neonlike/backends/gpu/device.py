@@ -60,7 +60,7 @@ from ... import plan as P
 from ... import shapes as S
 from ...dtypes import cast_for_store, compute_dtype
 from ...memo import Memo
-from ...ops import OP_INFO, Op
+from ...ops import Op
 from ...optree import OpTreeNode, build, shape_of
 from ...tensor import Tensor
 from .. import reference
@@ -342,12 +342,11 @@ class _Program:
             elif stage.kind is P.StageKind.GEMM:
                 a, b = P.gemm_operands(stage, bufs)
                 be._matmul(a, b, dst, 1.0, 0.0)
-            elif stage.kind is P.StageKind.COMPOUND:   # no CUDA conv kernels yet: on the host
-                d = nodes[stage.node][0]
-                dst._store(np.asarray(OP_INFO[Op(d["op"])].ref(
-                    d, *(bufs[b].get().astype(np.float64) for b in stage.inputs)), dtype=dt))
+            elif stage.inputs:    # HOST, and COMPOUND (no CUDA conv kernels yet): on the host
+                dst._store(reference.evaluate_op(nodes[stage.node][0],
+                                                 [bufs[b].get() for b in stage.inputs], dt))
             else:
-                dst._store(reference.evaluate(nodes[stage.inputs[0]], dt))
+                dst._store(reference.evaluate(nodes[stage.node], dt))
         if not direct:
             be._copy(out, target)
 

@@ -12,10 +12,11 @@ lacks, so operands pair by axis identity through the engine's size-1 broadcastin
 read through a view (transposed and reshaped, never copied); a reduction keeps its reduced axes
 as size 1. The region becomes one fused op-tree, hence one kernel.
 
-Boundaries: a dot, a structural op (slices of computed values, flatten, one_hot, stack, pad) and
-a derivative are lowered in their own axes' layout as engine nodes (DOT, RESHAPE, TRANSPOSE,
-SLICE, CONCAT, ONEHOT) and then put in the consumer's frame (TRANSPOSE / RESHAPE where needed);
-the engine plans those as GEMM and host stages of the same statement.
+Boundaries: a dot, a structural op (slices of computed values, flatten, one_hot, stack, pad), a
+convolution or pooling and a derivative are lowered in their own axes' layout as engine nodes
+(DOT, RESHAPE, TRANSPOSE, SLICE, CONCAT, ONEHOT, CONV, POOL) and then put in the consumer's frame
+(TRANSPOSE / RESHAPE where needed); the engine plans those as GEMM, COMPOUND and host stages of
+the same statement.
 
 Derivatives: `deriv(c, w)` lowers `c` to one op-tree (boundaries included) and asks neonlike's
 Autodiff for the gradient of w's engine tensor: ngraph's derivatives use the engine's one rule
@@ -33,6 +34,8 @@ from ...axes import Axes
 from ...ops import Op as E
 from ...optree import OpTreeNode, build
 from ..op_graph import op_graph as G
+from ..op_graph.convolution import ConvolutionOp
+from ..op_graph.pooling import PoolingOp
 
 
 def _pad2(shape: tuple) -> tuple:
@@ -211,6 +214,8 @@ class Lowering:
             return self._dot(op)
         if isinstance(op, G.DerivOp):
             return self._deriv(op)
+        if isinstance(op, (ConvolutionOp, PoolingOp)):
+            return self._compound(op)
         if isinstance(op, G.TensorSliceOp):
             return self._slice(op)
         if isinstance(op, (G.Flatten, G.Unflatten)):
@@ -265,6 +270,23 @@ class Lowering:
         a = self._reshape(self.in_own(x, xf + xr), (m, k))
         b = self._reshape(self.in_own(y, yr + yf), (k, n))
         return self._reshape(build(E.DOT, a, b), _pad2(_lengths(op.axes)))
+
+    def _compound(self, op: Any) -> Any:
+        """A convolution or pooling: the engine's node on its operands in their own axes order
+        (neon's layouts, by position); the result's axes must have the node's lengths."""
+        for x in op.args:
+            x.axes.require_lengths()
+        operands = [self.in_own(x) for x in op.args]
+        if isinstance(op, ConvolutionOp):
+            node = build(E.CONV, operands[0], operands[1], **op.geometry())
+        else:
+            node = build(E.POOL, operands[0], None, **op.geometry())
+        lengths = tuple(a.length for a in op.axes)
+        if node.shape != lengths:
+            raise ValueError(f"{type(op).__name__} {op.name}: the result's axes {list(op.axes)} "
+                             f"have lengths {lengths}, the result has shape {node.shape} (make "
+                             "them with ng.spatial_axis)")
+        return node
 
     def _slice(self, op: G.TensorSliceOp) -> Any:
         x = op.args[0]

@@ -6,9 +6,10 @@ the forward nodes they need). Run as they are, each statement would compute the 
 again, and an update written by an earlier statement would change what a later one computes.
 Two passes fix both:
 
-- shared values: a dot, a reduction or a structural node that several statements read is
-  computed once, into a temporary, by a statement placed before its first reader; every tree
-  then reads the temporary (its tree is rebuilt around it, nothing else changes);
+- shared values: a dot, a reduction, a structural node, a convolution or a pooling that several
+  statements read is computed once, into a temporary, by a statement placed before its first
+  reader; every tree then reads the temporary (its tree is rebuilt around it, nothing else
+  changes);
 - deferred updates: an assignment whose tensor a later statement reads without depending on the
   assignment (seed 003: it does not come after it) writes into a temporary, copied into the
   tensor after that reader. Statements that depend on the assignment still see the new value.
@@ -23,7 +24,7 @@ from ...optree import Operators, OpTreeNode, dag_postorder, trusted_node
 from ..op_graph import op_graph as G
 
 # node kinds worth computing once: their cost is well above a read of the temporary
-SHARED_KINDS = (Kind.MATMUL, Kind.REDUCTION, Kind.STRUCTURAL)
+SHARED_KINDS = (Kind.MATMUL, Kind.REDUCTION, Kind.STRUCTURAL, Kind.COMPOUND)
 
 
 def schedule(be: Any, statements: list) -> list:
