@@ -554,3 +554,20 @@ def test_the_readme_ngraph_example_runs():
     exec(compile(code.replace("print(", "_ = ("), "README.md", "exec"), scope)
     assert tuple(a.short_name for a in scope["y"].axes) == ("Y", "N")
     assert np.isfinite(scope["train"](np.ones((4, 8)))[0])
+
+
+@pytest.mark.parametrize("kind", ["numpy", "cpu"])
+def test_each_call_returns_arrays_the_caller_owns(kind):
+    """A large result is computed straight into a new array each call (no copy), a small one
+    copied out: either way a later call leaves an earlier result as it was."""
+    from neonlike.ngraph.transformers.base import FRESH_MIN
+    for n in (FRESH_MIN, 10):
+        A = ng.make_axis(n, name="A")
+        x = ng.placeholder([A])
+        w = ng.variable([A], initial_value=np.zeros(n))
+        f = ng.make_transformer_factory(kind)().computation([x * 2.0 + w, ng.assign(w, w + 1)], x)
+        first, _ = f(np.ones(n))
+        second, _ = f(np.full(n, 3.0))
+        np.testing.assert_array_equal(first, 2.0)
+        np.testing.assert_array_equal(second, 7.0)
+        assert not np.shares_memory(first, second)

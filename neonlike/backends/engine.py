@@ -150,9 +150,13 @@ class Engine:
         object over the same tensors: an ngraph computation's): the walk is done here, once,
         and once the structure is compiled each call runs its program straight away. Until
         then (the interpreted tier, a structure over the compile budget, a zero size) a call
-        goes through execute()."""
+        goes through execute().
+
+        `run(target)` writes into `target` instead of out: a tensor of out's shape and dtype that
+        the tree does not read (an ngraph computation's fresh result array, handed to its caller
+        without a copy)."""
         if not isinstance(value, OpTreeNode) or DEBUG:
-            return lambda: self.execute(out, value)
+            return lambda target=None: self.execute(out if target is None else target, value)
         walk_key, tensors, consts, nodes = P.walk(out, value)
         empty = out.size == 0 or any(t.size == 0 for t in tensors) or \
             any(0 in n.shape for n in nodes)
@@ -163,14 +167,15 @@ class Engine:
         interned = getattr(d, "consts", None)
         fast_consts = interned if interned is not None and len(interned) == len(consts) else None
 
-        def run() -> None:
+        def run(target: Any = None) -> None:
+            dst = out if target is None else target
             if ready:
                 program = ready[0]
                 if program.fast is None or fast_consts is None or \
-                        not program.fast(out, tensors, fast_consts):
-                    program.run(out, tensors, consts, nodes)
+                        not program.fast(dst, tensors, fast_consts):
+                    program.run(dst, tensors, consts, nodes)
                 return
-            self.execute(out, value)
+            self.execute(dst, value)
             program = self.programs.get(walk_key)
             if program is not None and not empty:
                 ready.append(program)

@@ -7,7 +7,10 @@
 A computation is planned once, at its first call (when every axis length must be known; the
 error names an axis that has none): its statements, in dependency order, are the assignments it
 depends on and its results, each one engine op-tree (lowering.py). Later calls feed the
-placeholders and run the same trees, which the engine's structural kernel cache serves.
+placeholders and run the same trees, which the engine's structural kernel cache serves. Each call
+returns new arrays the caller owns (a result of FRESH_MIN elements or more on a host backend is
+computed straight into a new array, not copied out of a buffer; upstream's CPU transformer gave
+its buffers themselves, overwritten by the next call).
 
 `NumPyTransformer` runs each statement through neonlike's numpy reference interpreter (the oracle
 the engine is tested against); the engine transformers ('cpu', 'mkl', 'gpu') assign the trees on
@@ -29,6 +32,10 @@ from ...axes import Axes
 from ..op_graph import op_graph as G
 from .lowering import Lowering, _lengths, _pad2
 from .schedule import dependency_order as _dependency_order, schedule
+
+# results of this many elements or more are computed into a new array each call and handed to
+# the caller (below it, copying the result costs less than making the new array a tensor)
+FRESH_MIN = 1 << 14
 
 
 class Computation:
@@ -58,9 +65,16 @@ class Computation:
         for p, value in zip(self.parameters, args):
             t._feed(p, value)
         t._draw_random(self)
-        for run in self.statements:
-            run()
-        values = tuple(self._fetch(r) for r in self.results)
+        fresh: dict = {}
+        for i, run in enumerate(self.statements):
+            target = self._fresh_at.get(i)
+            if target is None:
+                run()
+            else:                   # a large result: computed into a new array, handed over
+                op, shape, dtype = target
+                fresh[op] = np.empty(shape, dtype)
+                run(t._host_tensor(fresh[op]))
+        values = tuple(self._fetch(r, fresh) for r in self.results)
         return values[0] if self.single else values
 
     # ---------------------------------------------------------------- planning
@@ -86,7 +100,25 @@ class Computation:
                     (*self._statement(out, op, op), op))
         statements = schedule(t.be, statements + stored)
         self.trees = [(out, tree) for out, tree, _ in statements]
+        self._fresh_at = self._fresh_results(statements)
         return [t._prepare(out, tree) for out, tree in self.trees]
+
+    def _fresh_results(self, statements: list) -> dict:
+        """statement index -> (result op, shape, dtype) for the results computed straight into a
+        new host array each call (no copy at the end): on an engine over host memory, results of
+        FRESH_MIN elements or more written by one statement of their own."""
+        t = self.transformer
+        if _engine(t.be) is None or not hasattr(t, "_host_tensor"):
+            return {}
+        fresh = {}
+        for op, out in self._outs.items():
+            writers = [i for i, (o, _, _) in enumerate(statements)
+                       if o is out or getattr(o, "base", None) is out]
+            o = statements[writers[0]][0] if len(writers) == 1 else None
+            if o is not None and out.size >= FRESH_MIN and o.size == out.size and \
+                    getattr(o, "_tensor", None) is not None and o._tensor.flags.c_contiguous:
+                fresh[writers[0]] = (op, tuple(o.shape), o.dtype)
+        return fresh
 
     def _statement(self, out: Any, lvalue: G.TensorOp, value: G.TensorOp) -> tuple:
         t = self.transformer
@@ -98,11 +130,14 @@ class Computation:
         view = t.lowering.view(out, lvalue.axes, frame)
         return view, t.lowering.value(value, frame)
 
-    def _fetch(self, op: G.Op) -> Any:
-        out = self._outs.get(op)
-        if out is None:
-            return None
-        return out.get().reshape(_lengths(op.axes)).astype(op.dtype, copy=False)
+    def _fetch(self, op: G.Op, fresh: dict) -> Any:
+        value = fresh.get(op)
+        if value is None:
+            out = self._outs.get(op)
+            if out is None:
+                return None
+            value = out.get()
+        return value.reshape(_lengths(op.axes)).astype(op.dtype, copy=False)
 
 
 def _engine(be: Any) -> Any:
@@ -205,6 +240,11 @@ class Transformer:
 
     def _run(self, out: Any, tree: Any) -> None:
         out[:] = tree
+
+    def _host_tensor(self, array: np.ndarray) -> Any:
+        """A tensor of this transformer's backend over a host array (no copy)."""
+        from ...backends.cpu.device import CPUTensor
+        return CPUTensor(self.be, array)
 
     def _prepare(self, out: Any, tree: Any) -> Any:
         """A runner of `out[:] = tree` (the same objects each call): the engine's prepared

@@ -24,7 +24,7 @@ class NumPyTransformer(Transformer):
         out._store(reference.evaluate(tree, reference.tree_dtype(out, tree)))
 
     def _prepare(self, out: Any, tree: Any) -> Any:
-        return lambda: self._run(out, tree)
+        return lambda target=None: self._run(out if target is None else target, tree)
 
 
 __all__ = ["NumPyTransformer"]
