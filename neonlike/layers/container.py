@@ -60,9 +60,14 @@ class Sequential(Layer):
             x = layer.fprop(x, inference)
         return x
 
+    bprop_hook: Any = None   # called with each layer as its bprop ends (distributed training)
+
     def bprop(self, error: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
+        hook = self.bprop_hook
         for layer in reversed(self.layers):
             error = layer.bprop(error)
+            if hook is not None:
+                hook(layer)
         return error
 
     def get_terminal(self) -> Layer:

@@ -77,6 +77,9 @@ class Model(NervanaObject):
         from ..callbacks.callbacks import Callbacks
         self.initialize(dataset, cost)
         self.optimizer = optimizer
+        distribute = getattr(optimizer, "distribute", None)
+        if distribute is not None:     # neonlike.distributed: broadcast, shard, rank-0 callbacks
+            dataset, callbacks = distribute(self, dataset, callbacks)
         self.total_cost = self.be.zeros((1, 1))
         callbacks = callbacks if callbacks is not None else Callbacks(self, progress_bar=False)
         callbacks.on_train_begin(num_epochs)
