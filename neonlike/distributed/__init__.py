@@ -10,6 +10,7 @@ Nothing is imported until a name is used; mpi4py only when a communicator is nee
 from typing import Any as _Any
 
 _NAMES = {"DistributedOptimizer": "neon", "ShardIterator": "neon", "GradientBuckets": "comm",
+          "StreamingBuckets": "comm",
           "install_abort_hook": "comm", "broadcast_tensors": "comm", "host_array": "comm",
           "mpi": "comm", "world": "comm"}
 

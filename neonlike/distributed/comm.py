@@ -167,5 +167,67 @@ class GradientBuckets:
         self.left = list(self.waiting)
 
 
+class StreamingBuckets:
+    """Gradients of unknown number and size fused in the order they stream out (SINGA's backward).
+
+    `add(value, shape)` writes a gradient (an op-tree or a tensor: one fused statement) into the
+    open bucket and returns its place there; a bucket is started (scaled by 1/size, Iallreduce'd
+    in place) as soon as the next gradient would take it past its cap (`first_bytes` for the
+    first, `fusion_bytes` after; a bigger gradient gets a bucket of its own size). The buffers
+    are kept and reused, so from the second step on nothing is allocated. `wait()` starts the
+    last bucket and waits for all.
+    """
+
+    def __init__(self, comm: Any, fusion_bytes: int = 4 << 20, first_bytes: int = 64 << 10) -> None:
+        self.MPI = mpi()
+        self.comm, self.size = comm, comm.Get_size()
+        self.fusion_bytes, self.first_bytes = fusion_bytes, first_bytes
+        self.buffers: list = []            # engine tensors (n, 1), reused step after step
+        self.requests: list = []
+        self.dtype: Any = None
+        self.current, self.fill = 0, 0
+
+    def _capacity(self, k: int) -> int:
+        return max(1, (self.first_bytes if k == 0 else self.fusion_bytes) // self.dtype.itemsize)
+
+    def add(self, backend: Any, value: Any, shape: tuple, dtype: Any) -> Any:
+        """Writes `value` (shape `shape`) into the open bucket; its place there, shaped `shape`."""
+        dtype = np.dtype(dtype)
+        if self.dtype is None:
+            self.dtype = dtype
+        elif dtype != self.dtype:
+            raise TypeError(f"StreamingBuckets: a {dtype} gradient after {self.dtype} ones; "
+                            f"train one dtype at a time")
+        n = int(np.prod(shape))
+        if self.fill and self.fill + n > self._capacity(self.current):
+            self._start(self.current)
+            self.current, self.fill = self.current + 1, 0
+        k = self.current
+        if k == len(self.buffers) or self.buffers[k].shape[0] < max(n, self._capacity(k)):
+            buf = backend.zeros((max(n, self._capacity(k)), 1), dtype=dtype, name=f"grads{k}")
+            self.buffers[k:k + 1] = [buf]
+        place = self.buffers[k][self.fill:self.fill + n].reshape(shape)
+        place[:] = value
+        self.fill += n
+        return place
+
+    def _start(self, k: int) -> None:
+        part = self.buffers[k][0:self.fill]
+        if self.size > 1:
+            part[:] = part * (1.0 / self.size)
+        self.requests.append(self.comm.Iallreduce(self.MPI.IN_PLACE, host_array(part).reshape(-1),
+                                                  op=self.MPI.SUM))
+
+    def progress(self) -> None:
+        if self.requests:
+            self.MPI.Request.Testall(self.requests)
+
+    def wait(self) -> None:
+        if self.fill:
+            self._start(self.current)
+        self.MPI.Request.Waitall(self.requests)
+        self.requests, self.current, self.fill = [], 0, 0
+
+
 __all__ = ["mpi", "world", "host_array", "install_abort_hook", "broadcast_tensors",
-           "GradientBuckets"]
+           "GradientBuckets", "StreamingBuckets"]

@@ -122,4 +122,64 @@ class Adam(Optimizer):
         param.data.write(p - step * m / (be.sqrt(v) * scale + self.epsilon))
 
 
-__all__ = ["Optimizer", "SGD", "Adam"]
+class DistOpt(Optimizer):
+    """SINGA's distributed optimizer over MPI (neonlike.distributed): wraps an optimizer, and
+    `backward_and_update(loss)` packs each gradient into a fused buffer as the backward pass
+    yields it (its tree run straight into the buffer), starts a bucket's non-blocking all-reduce
+    as soon as it is full, and updates every parameter with the averaged gradients once all are
+    in. `broadcast(params)` gives every rank rank 0's values (call it once before training).
+    Run with `mpiexec -n N python script.py`; `world_size`, `global_rank` as SINGA's."""
+
+    def __init__(self, opt: Optimizer, comm: Any = None, buffSize: int = 4 << 20,
+                 first_bytes: int = 64 << 10) -> None:
+        from ..distributed.comm import StreamingBuckets, install_abort_hook, world
+        if not isinstance(opt, Optimizer) or isinstance(opt, DistOpt):
+            raise TypeError(f"DistOpt: wraps a singa optimizer, got a {type(opt).__name__}")
+        super().__init__(opt.lr)
+        self.opt = opt
+        self.communicator = comm if comm is not None else world()
+        self.world_size = self.communicator.Get_size()
+        self.global_rank = self.local_rank = self.communicator.Get_rank()
+        self.buckets = StreamingBuckets(self.communicator, buffSize, first_bytes)
+        install_abort_hook(self.communicator)
+
+    def set_lr(self, lr: float) -> None:
+        self.lr = lr
+        self.opt.set_lr(lr)
+
+    def update(self, param: Tensor, grad: Tensor) -> None:
+        """The wrapped optimizer's update (the gradient is taken as already averaged)."""
+        self.opt.update(param, grad)
+
+    def broadcast(self, params: list) -> None:
+        """Rank 0's values of `params` (singa Tensors) on every rank."""
+        from ..distributed.comm import broadcast_tensors
+        values = [p.data.materialize() for p in params]
+        broadcast_tensors(self.communicator, values)
+
+    def all_reduce(self, tensor: Tensor) -> None:
+        """`tensor` averaged over the ranks, in place (a blocking reduction of its own)."""
+        from ..distributed.comm import host_array
+        value = tensor.data.materialize()
+        MPI = self.buckets.MPI
+        self.communicator.Allreduce(MPI.IN_PLACE, host_array(value), op=MPI.SUM)
+        value[:] = value * (1.0 / self.world_size)
+
+    def backward_and_update(self, loss: Tensor) -> None:
+        from .autograd import backward
+        from .singa_wrap import CTensor
+        from .tensor import from_raw_tensor
+        pairs = []
+        for p, g in backward(loss):
+            _check(p, g)
+            place = self.buckets.add(p.device.be, _value(g), g.data.value.shape, g.dtype)
+            pairs.append((p, from_raw_tensor(CTensor(place, p.shape, p.device, g.dtype))))
+            self.buckets.progress()
+        self.buckets.wait()
+        for p, g in pairs:
+            self.opt.update(p, g)
+        self.opt.step()
+        self.step()
+
+
+__all__ = ["Optimizer", "SGD", "Adam", "DistOpt"]
