@@ -27,6 +27,7 @@ setup(
         "test": ["pytest>=7", "hypothesis>=6"],
         "gpu": ["pycuda>=2024.1"],
         "bench": ["numexpr"],
+        "mpi": ["mpi4py", "mpich"],   # data-parallel training (neonlike.distributed); mpich brings mpiexec
     },
     classifiers=[
         "Programming Language :: Python :: 3",
