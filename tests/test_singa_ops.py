@@ -211,6 +211,42 @@ def test_gradient_matches_central_differences(case):
         np.testing.assert_allclose(got, numeric, rtol=1e-5, atol=1e-7, err_msg=f"{name} input {i}")
 
 
+@pytest.mark.parametrize("case", SMOOTH, ids=[c[0] for c in SMOOTH])
+def test_replayed_gradient_plans_give_the_walks_gradients(case):
+    """The first backward of a structure walks the rules (and records a plan); later ones replay
+    the plan: the same values, also where inputs are lazy trees or the same tensor twice."""
+    name, fn, ref, shapes, domain, kinks = case
+    from neonlike.singa.device import get_default_device
+    plans = get_default_device().plans
+    plans.clear()
+    arrays = _inputs(shapes, domain, kinks, np.random.RandomState(3))
+    weights = None
+    results = []
+    for lazy_inputs in (False, False, True):
+        xs = _tensors(arrays)
+        ins = [autograd.mul(x, 1.0) for x in xs] if lazy_inputs else xs
+        out = fn(autograd, *ins)
+        if weights is None:
+            weights = np.random.RandomState(4).uniform(0.5, 1.5, out.shape)
+        loss = autograd.reduce_sum(autograd.mul(out, Tensor(data=weights, dtype=F64,
+                                                              requires_grad=False)), None, 0)
+        grads = autograd.gradients(loss)
+        results.append([grads[x].to_numpy() if x in grads else np.zeros(a.shape)
+                        for x, a in zip(xs, arrays)])
+    assert len(plans) > 0
+    for again in results[1:]:
+        for i, (first, got) in enumerate(zip(results[0], again)):
+            np.testing.assert_allclose(got, first, rtol=1e-12, atol=1e-14,
+                                       err_msg=f"{name} input {i}")
+    if len(shapes) >= 2 and len(set(shapes)) == 1:   # the same tensor as every input
+        x = _tensors(arrays[:1])[0]
+        for _ in range(2):
+            out = fn(autograd, *([x] * len(shapes)))
+            g = autograd.gradients(autograd.reduce_sum(out, None, 0))[x].to_numpy()
+            results.append(g)
+        np.testing.assert_allclose(results[-1], results[-2], rtol=1e-12)
+
+
 def test_zero_gradient_ops():
     """sign and ceil: gradients are zeros (they are not logic ops)."""
     for fn in (autograd.sign, autograd.ceil):

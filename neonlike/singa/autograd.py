@@ -35,6 +35,7 @@ from ..backends import autodiff as _AD
 from ..ops import OP_INFO, Kind
 from ..optree import OpTreeNode, Operators, dag_postorder, shape_of
 from ..shapes import pad2
+from . import plans as _P
 from .singa_wrap import CTensor
 from .tensor import Tensor
 
@@ -131,18 +132,36 @@ class TreeOp(Operation):
         floats = [x.dtype for x in xs if x.dtype.kind == "f"]
         return np.result_type(*floats) if floats else np.dtype(np.float32)
 
+    def plan_key(self) -> Any:
+        """What decides this op's trees besides its inputs' logical shapes and dtypes (a
+        hashable value), or None where something else does (a mask drawn each step, state set
+        by out_shape): then nothing about it is memoised."""
+        return None
+
     def forward(self, *xs: CTensor) -> CTensor:
         dev = xs[0].dev
         if not self.fuse_inputs:
             for x in xs:
                 x.materialize()
-        shape = self.out_shape(*(x.lshape for x in xs))
-        with _AD._on(dev.be):
-            tree = self.make(dev.be, *(x.value for x in xs))
-        if tuple(shape_of(tree)) != pad2(tuple(shape)):
-            raise RuntimeError(f"{self.name}: the engine tree has shape {shape_of(tree)}, the "
-                               f"result's shape is {shape} (a bug in the operator)")
-        out = CTensor(tree, shape, dev, self.out_dtype(xs))
+        pk = self.plan_key()
+        known = None
+        if pk is not None:
+            key = (type(self), pk, tuple([(x.lshape, x.dtype) for x in xs]))
+            known = dev.plans.get(key)
+        if known is not None:      # the shape and dtype this structure was checked to give
+            shape, dtype = known
+            tree = self.make(dev.be, *[x.value for x in xs])
+        else:
+            shape = self.out_shape(*(x.lshape for x in xs))
+            with _AD._on(dev.be):
+                tree = self.make(dev.be, *(x.value for x in xs))
+            if tuple(shape_of(tree)) != pad2(tuple(shape)):
+                raise RuntimeError(f"{self.name}: the engine tree has shape {shape_of(tree)}, "
+                                   f"the result's shape is {shape} (a bug in the operator)")
+            dtype = self.out_dtype(xs)
+            if pk is not None:
+                dev.plans.put(key, (tuple(shape), dtype))
+        out = CTensor(tree, shape, dev, dtype)
         if not self.lazy and type(tree) is OpTreeNode:
             out.materialize()
         if training:
@@ -154,15 +173,29 @@ class TreeOp(Operation):
         if xs is None:
             raise RuntimeError(f"{self.name}: backward needs autograd.training = True during "
                                f"forward (the inputs are kept only then)")
-        needs = [self._need(i) for i in range(len(xs))]
+        needs = tuple([self._need(i) for i in range(len(xs))])
         if not self.lazy or needs.count(True) > 1:   # read by a product or by several grads
             dy.materialize()
-        be = xs[0].dev.be
+        dev = xs[0].dev
         values = [x.value for x in xs]
-        with _AD._on(be):
-            tree = self.make(be, *values)
+        pk = self.plan_key()
+        if pk is not None:
+            lazy_out = self._out.lazy
+            key = (type(self), pk, tuple([(x.lshape, x.dtype) for x in xs]), needs, dy.lshape,
+                   dy.dtype, lazy_out, _P.alias_pattern(values, dy.value))
+            plan = dev.plans.get(key)
+            if plan is None:
+                plan = dev.plans.put(key, _P.record(rule_gradients, self, dev.be, xs, dy, needs,
+                                                    lazy_out))
+            if plan is not _P.UNPLANNABLE:
+                made = _P.replay(plan, values, dy.value, None if lazy_out else self._out.value)
+                out = tuple(None if g is None else _grad(g, x, run)
+                            for (g, run), x in zip(made, xs))
+                return out if len(out) > 1 else out[0]
+        with _AD._on(dev.be):
+            tree = self.make(dev.be, *values)
             z = self._out.value if not self._out.lazy else tree
-            grads = rule_gradients(tree, z, values, dy.value, needs)
+            grads = rule_gradients(tree, z, values, dy.value, list(needs))
         out = tuple(None if g is None else grad_ctensor(g, x) for g, x in zip(grads, xs))
         return out if len(out) > 1 else out[0]
 
@@ -213,6 +246,14 @@ def rule_gradients(root: Any, z: Any, values: list, dy: Any, needs: list) -> lis
     # a needed input the walk did not reach (sign, ceil: zero almost everywhere) gets zeros
     return [None if not need else _AD._full(0.0, shape_of(v)) if g is None
             else _AD._full_shape(g, shape_of(v)) for g, v, need in zip(result, values, needs)]
+
+
+def _grad(g: Any, like: CTensor, run: bool) -> CTensor:
+    """A replayed gradient as a CTensor shaped like `like`, run at once where its plan says."""
+    out = CTensor(g, like.lshape, like.dev, like.dtype)
+    if run and type(g) is OpTreeNode:
+        out.materialize()
+    return out
 
 
 def grad_ctensor(g: Any, like: CTensor) -> CTensor:

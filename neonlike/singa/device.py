@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..memo import Memo
+from .plans import PLANS_MAX
+
 _DEFAULT: list = []
 
 
@@ -20,6 +23,8 @@ class Device:
     def __init__(self, backend: str, device_id: int = 0, rng_seed: int | None = None) -> None:
         self.backend_name, self._id, self._seed = backend, device_id, rng_seed
         self._be: Any = None
+        # memoised operator plans (shapes, gradient tapes: autograd.TreeOp, plans.py)
+        self.plans = Memo("singa.plans", PLANS_MAX)
 
     @property
     def be(self) -> Any:

@@ -59,6 +59,9 @@ def _batch(shape: tuple) -> int:
 class _Unary(TreeOp):
     op: Op = Op.NEG
 
+    def plan_key(self) -> Any:
+        return ()
+
     def make(self, be: Any, x: Any) -> Any:
         return build(self.op, x, None)
 
@@ -76,6 +79,9 @@ for _name, _op in _UNARY.items():
 
 
 class Identity(TreeOp):
+    def plan_key(self) -> Any:
+        return ()
+
     def make(self, be: Any, x: Any) -> Any:
         return x
 
@@ -88,6 +94,9 @@ class _Composite(TreeOp):
     def __init__(self, *args: Any) -> None:
         super().__init__()
         self.args = args
+
+    def plan_key(self) -> Any:
+        return self.args
 
     def make(self, be: Any, x: Any) -> Any:
         return type(self).fn(be, x, *self.args)
@@ -126,6 +135,9 @@ class _Binary(TreeOp):
     def __init__(self, left: float | None = None, right: float | None = None) -> None:
         super().__init__()
         self.left, self.right = left, right
+
+    def plan_key(self) -> Any:
+        return self.left, self.right
 
     def make(self, be: Any, *values: Any) -> Any:
         if self.left is not None:
@@ -179,6 +191,9 @@ class _Variadic(TreeOp):
     op: Op = Op.ADD
     scale = False
 
+    def plan_key(self) -> Any:
+        return ()
+
     def make(self, be: Any, *values: Any) -> Any:
         tree = values[0]
         for v in values[1:]:
@@ -205,6 +220,9 @@ class AddBias(TreeOp):
             raise ValueError(f"AddBias: axis must be 0 or 1, got {axis}")
         self.axis = axis
 
+    def plan_key(self) -> Any:
+        return self.axis
+
     def out_shape(self, xs: tuple, bs: tuple) -> tuple:
         n = xs[1 - self.axis] if len(xs) == 2 else None
         if len(xs) != 2 or math.prod(bs) != n:
@@ -224,6 +242,9 @@ class Cast(TreeOp):
     def __init__(self, to: Any) -> None:
         super().__init__()
         self.to = np.dtype(to)
+
+    def plan_key(self) -> Any:
+        return self.to
 
     def out_dtype(self, xs: tuple) -> Any:
         return self.to
@@ -262,6 +283,10 @@ class _Reduce(TreeOp):
     def __init__(self, axes: Any = None, keepdims: int = 1) -> None:
         super().__init__()
         self.axes_arg, self.keepdims = axes, bool(keepdims)
+
+    def plan_key(self) -> Any:
+        axes = self.axes_arg
+        return (tuple(axes) if isinstance(axes, list) else axes), self.keepdims, self.mean
 
     def out_shape(self, shape: tuple) -> tuple:
         axes = _axes(self.axes_arg, len(shape), self.name)
@@ -417,6 +442,9 @@ class Matmul(TreeOp):
             raise ValueError(f"matmul: expected 2-D x (m, k) and w (k, n), got x {xs} and w {ws}")
         return (xs[0], ws[1])
 
+    def plan_key(self) -> Any:
+        return ()
+
     def make(self, be: Any, x: Any, w: Any) -> Any:
         return build(Op.DOT, x, w)
 
@@ -430,6 +458,9 @@ class Gemm(TreeOp):
                  transB: int = 0) -> None:
         super().__init__()
         self.alpha, self.beta, self.transA, self.transB = alpha, beta, transA, transB
+
+    def plan_key(self) -> Any:
+        return self.alpha, self.beta, self.transA, self.transB
 
     def out_shape(self, a: tuple, b: tuple, c: tuple | None = None) -> tuple:
         if len(a) != 2 or len(b) != 2:
