@@ -3,6 +3,7 @@
 --data_dir, on scikit-learn's 8x8 digits otherwise, then the misclassification error.
 
     python examples/convnet.py                 # -e 10 -z 128 -w ~/nervana/data
+    mpiexec -n 2 python examples/convnet.py --mpi   # data-parallel over MPI
 """
 from neonlike.callbacks.callbacks import Callbacks
 from neonlike.data import ArrayIterator, MNIST, find_mnist, load_digits
@@ -23,7 +24,8 @@ else:
     (X_train, y_train), (X_test, y_test), nclass = load_digits()
     train_set = ArrayIterator(X_train, y_train, nclass=nclass, lshape=(1, 8, 8))
     valid_set = ArrayIterator(X_test, y_test, nclass=nclass, lshape=(1, 8, 8))
-    print(f"no MNIST files under {args.data_dir}: scikit-learn's digits (8 x 8)")
+    if args.rank == 0:
+        print(f"no MNIST files under {args.data_dir}: scikit-learn's digits (8 x 8)")
 
 layers = [Conv((5, 5, 16), init=Kaiming(), bias=Constant(0.0), padding=2, activation=Rectlin()),
           Pooling(2),
@@ -31,8 +33,13 @@ layers = [Conv((5, 5, 16), init=Kaiming(), bias=Constant(0.0), padding=2, activa
           Pooling(2),
           Affine(nout=10, init=GlorotUniform(), bias=Constant(0.0), activation=Softmax())]
 model = Model(layers=layers)
-model.fit(train_set, optimizer=GradientDescentMomentum(0.01, momentum_coef=0.9),
+optimizer = GradientDescentMomentum(0.01, momentum_coef=0.9)
+if args.mpi:
+    from neonlike.distributed import DistributedOptimizer
+    optimizer = DistributedOptimizer(optimizer)
+model.fit(train_set, optimizer=optimizer,
           num_epochs=args.epochs, cost=GeneralizedCost(costfunc=CrossEntropyMulti()),
           callbacks=Callbacks(model, eval_set=valid_set, **args.callback_args))
 error_rate = model.eval(valid_set, metric=Misclassification())
-print(f"Misclassification error = {error_rate[0] * 100:.1f}%")
+if args.rank == 0:
+    print(f"Misclassification error = {error_rate[0] * 100:.1f}%")

@@ -52,6 +52,10 @@ class NeonArgparser(argparse.ArgumentParser):
         g.add_argument("-o", "--output_file", default=None)
         g.add_argument("--no_progress_bar", action="store_true")
         g.add_argument("-v", "--verbose", action="count", default=0)
+        g.add_argument("--mpi", action="store_true",
+                       help="data-parallel training over MPI: run under mpiexec -n N (the script "
+                            "wraps its optimizer in DistributedOptimizer; args.rank is this "
+                            "process's rank, 0 without --mpi)")
         if default_overrides:
             self.set_defaults(**default_overrides)
 
@@ -61,6 +65,13 @@ class NeonArgparser(argparse.ArgumentParser):
                             "serialize": ns.serialize, "history": ns.history,
                             "model_file": ns.model_file, "output_file": ns.output_file,
                             "progress_bar": not ns.no_progress_bar}
+        ns.rank = 0
+        if ns.mpi:
+            try:
+                from ..distributed.comm import world
+                ns.rank = world().Get_rank()
+            except ImportError as e:
+                self.error(f"argument --mpi: {e}")
         if gen_be:
             from ..backends import _default_backend, gen_backend
             name = ns.backend = ns.backend if ns.backend is not None else _default_backend()
