@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ..memo import Memo
 from .plans import PLANS_MAX
 
@@ -37,6 +39,20 @@ class Device:
             cls = known[self.backend_name]()
             self._be = cls(rng_seed=self._seed, device_id=self._id)
         return self._be
+
+    def alloc(self, shape: tuple, dtype: Any) -> Any:
+        """A tensor for a statement to write every element of: uninitialised on a host backend
+        (be.empty zero-fills, work a statement's output does not need), be.empty elsewhere."""
+        try:
+            return self._alloc(shape, dtype)
+        except AttributeError:
+            be = self.be
+            if hasattr(be.empty((1, 1)), "_tensor"):   # its tensors wrap numpy arrays
+                from_host, empty = be._from_host, np.empty
+                self._alloc = lambda shape, dtype: from_host(empty(shape, dtype), None, True)
+            else:
+                self._alloc = lambda shape, dtype: be.empty(shape, dtype=dtype)
+            return self._alloc(shape, dtype)
 
     def id(self) -> int:
         return self._id

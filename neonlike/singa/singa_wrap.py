@@ -93,7 +93,7 @@ class CTensor:
     def materialize(self) -> EngineTensor:
         """The value as an engine tensor (the tree run into a new one, which replaces it)."""
         if type(self.value) is OpTreeNode:
-            self.value = run(self.dev.be, self.value, self.dtype)
+            self.value = run(self.dev, self.value, self.dtype)
         return self.value
 
     def write(self, value: Any) -> None:
@@ -138,18 +138,18 @@ class CTensor:
         return CTensor(build(Op.NEG, self.value, None), self.lshape, self.dev, self.dtype)
 
 
-def run(be: Any, tree: Any, dtype: Any) -> EngineTensor:
-    """A tree executed into a new tensor; a reshape at its root becomes a view of its operand's
-    result (no copy, no host stage)."""
+def run(dev: Any, tree: Any, dtype: Any) -> EngineTensor:
+    """A tree executed into a new tensor on `dev`; a reshape at its root becomes a view of its
+    operand's result (no copy, no host stage)."""
     d = tree[0]
-    if d["op"] == Op.RESHAPE:
+    if d["op"] is Op.RESHAPE:
         inner = tree[1]
-        inner = run(be, inner, dtype) if type(inner) is OpTreeNode else inner
+        inner = run(dev, inner, dtype) if type(inner) is OpTreeNode else inner
         try:
             return inner.reshape(d["shape"])
         except ValueError:       # a strided view: copied by a statement
             tree = build(Op.RESHAPE, inner, None, newshape=d["shape"])
-    out = be.empty(d["shape"], dtype=dtype)
+    out = dev.alloc(d["shape"], dtype)
     out[:] = tree
     return out
 
