@@ -61,6 +61,9 @@ def __getattr__(name: str) -> _typing.Any:
     if name == "Op":
         from .ops import Op
         return Op
+    if name == "logger":                # neon's `from neon import logger`
+        from .util.log import logger
+        return logger
     raise AttributeError(f"module 'neonlike' has no attribute {name!r}")
 
 
@@ -71,4 +74,4 @@ def __dir__() -> list[str]:
 
 
 __all__ = ["NervanaObject", "gen_backend", "cleanup_backend", "Tensor", "OpTreeNode", "Backend", "Op",
-           "cache_stats", "clear_caches"]
+           "cache_stats", "clear_caches", "logger"]
