@@ -1,7 +1,7 @@
 """One rank of tests/test_distributed.py's MPI jobs: `python tests/mpi_worker.py SCENARIO OUTDIR`.
 
 identical    two epochs with a different initialisation seed per rank, several buckets, momentum
-             SGD and Adam; rank 0 checks every rank's parameters and costs are bit-identical and
+             SGD, Adam and a user's subclass (averaged by the buckets); rank 0 checks every rank's parameters and costs are bit-identical and
              that the epoch's shards are disjoint
 mlp B        one epoch with batch B on the digits (shuffled, seed 0); rank 0 saves the weights
 singa        the SINGA front end's DistOpt: parameters bit-identical after a few steps
@@ -42,8 +42,13 @@ def weights(model: Model) -> list:
     return [p.get() for layer in model.layers_to_optimize for (p, _), _ in layer.get_params()]
 
 
+class OwnSGD(GradientDescentMomentum):
+    """An optimizer of the user's: the buckets average with their own statement."""
+
+
 def identical(outdir: str) -> None:
-    for inner in (GradientDescentMomentum(0.1, momentum_coef=0.9), Adam(learning_rate=0.01)):
+    for inner in (GradientDescentMomentum(0.1, momentum_coef=0.9), Adam(learning_rate=0.01),
+                  OwnSGD(0.1, momentum_coef=0.9)):
         model, train = mlp(seed=100 + rank, batch=16)
         opt = DistributedOptimizer(inner, first_bytes=512, fusion_bytes=4096)
         cb = Callbacks(model, progress_bar=False)
@@ -53,6 +58,7 @@ def identical(outdir: str) -> None:
         shards = comm.gather(opt.buckets and model_shard(train, opt), root=0)
         if rank == 0:
             assert len(opt.buckets.buffers) >= 2, len(opt.buckets.buffers)
+            assert opt.buckets.average == (type(inner) is OwnSGD)
             for r, (ws, costs) in enumerate(everyone[1:], 1):
                 for a, b in zip(mine[0], ws):
                     assert a.tobytes() == b.tobytes(), f"rank {r}'s parameters differ"

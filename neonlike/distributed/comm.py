@@ -85,17 +85,18 @@ class GradientBuckets:
 
     Per step: `ready(group)` as each group's gradients are in place (a bucket whose groups are all
     there is scaled by 1/size, one fused statement, then `Iallreduce`d in place); `wait()` starts
-    what has not started and waits for all, leaving the averaged gradients in the buffers.
+    what has not started and waits for all, leaving the averaged gradients in the buffers. With
+    `average=False` the buffers hold the sums (no statement: the reader divides).
     """
 
     def __init__(self, comm: Any, backend: Any, sizes: list, groups: list,
                  fusion_bytes: int = 4 << 20, first_bytes: int = 64 << 10,
-                 dtype: Any = np.float32) -> None:
+                 dtype: Any = np.float32, average: bool = True) -> None:
         if len(sizes) != len(groups):
             raise ValueError(f"GradientBuckets: {len(sizes)} sizes for {len(groups)} groups")
         self.MPI = mpi()
         self.comm, self.be, self.size = comm, backend, comm.Get_size()
-        self.dtype = np.dtype(dtype)
+        self.dtype, self.average = np.dtype(dtype), average
         runs: list = []                    # [first entry, end entry] of each group's run
         for i in range(len(sizes)):
             if i == 0 or groups[i] != groups[i - 1]:
@@ -147,7 +148,7 @@ class GradientBuckets:
         if self.requests[b] is not None:
             return
         buf = self.buffers[b]
-        if self.size > 1:
+        if self.average and self.size > 1:
             buf[:] = buf * (1.0 / self.size)
         self.requests[b] = self.comm.Iallreduce(self.MPI.IN_PLACE, self.hosts[b], op=self.MPI.SUM)
 

@@ -149,9 +149,11 @@ class DistributedOptimizer(Optimizer):
         entries = [(layer, param, grad) for layer in reversed(layer_list)
                    for (param, grad), _ in layer.get_params()]
         dtype = entries[0][2].dtype if entries else np.float32
+        folded = self._fold_average()
         self.buckets = GradientBuckets(self.comm, self.be, [g.size for _, _, g in entries],
                                        [id(layer) for layer, _, _ in entries],
-                                       self.fusion_bytes, self.first_bytes, dtype)
+                                       self.fusion_bytes, self.first_bytes, dtype,
+                                       average=not folded)
         self._layers, self._unbound = list(layer_list), []
         for i, (layer, param, grad) in enumerate(entries):
             view = self.buckets.view(i).reshape(grad.shape)
@@ -161,6 +163,18 @@ class DistributedOptimizer(Optimizer):
                 setattr(layer, k, view)
             if not names:
                 self._unbound.append((layer, grad, view))
+
+    def _fold_average(self) -> bool:
+        """Where every wrapped optimizer is one of neonlike's (they divide each gradient by the
+        batch size in their update's statement), the 1/size of the average goes there too
+        (`grad_sums`) and the buckets need no scaling statement of their own."""
+        inner = self.optimizer
+        opts = [inner, *getattr(inner, "optimizer_mapping", {}).values()]
+        if any(type(o).__module__ != Optimizer.__module__ for o in opts):
+            return False
+        for o in opts:
+            o.grad_sums = self.size
+        return True
 
     def broadcast(self, model: Any) -> None:
         """Rank 0's parameters, optimizer states (made where a rank lacks them), the optimizer's

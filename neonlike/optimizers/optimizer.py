@@ -60,6 +60,10 @@ class StepSchedule(Schedule):
 
 
 class Optimizer(NervanaObject):
+    # how many ranks' gradient sums each gradient holds: neonlike.distributed sets it where the
+    # buckets are summed, not averaged, so that the division by the batch folds in the 1/ranks
+    grad_sums: int = 1
+
     def __init__(self, gradient_clip_norm: float | None = None,
                  gradient_clip_value: float | None = None, param_clip_value: float | None = None,
                  name: str | None = None) -> None:
@@ -83,12 +87,12 @@ class Optimizer(NervanaObject):
         total[:] = 0.0
         for (param, grad), _ in param_list:
             total[:] = total + be.sum(be.square(grad), axis=None)
-        norm = math.sqrt(float(total.get()[0, 0])) / be.bsz
+        norm = math.sqrt(float(total.get()[0, 0])) / (be.bsz * self.grad_sums)
         return self.gradient_clip_norm / max(norm, self.gradient_clip_norm)
 
     def _grad(self, grad: Any) -> Any:
-        """The gradient divided by the batch size and clipped by value (an op-tree)."""
-        g = grad * (1.0 / self.be.bsz)
+        """The gradient divided by the batch size (of every rank) and clipped by value (an op-tree)."""
+        g = grad * (1.0 / (self.be.bsz * self.grad_sums))
         if self.gradient_clip_value is not None:
             g = self.be.clip(g, -self.gradient_clip_value, self.gradient_clip_value)
         return g
