@@ -60,24 +60,32 @@ class Operation:
         return self._do_forward(*xs)
 
     def _do_forward(self, *xs: Any) -> tuple:
+        wants = False
         for i, x in enumerate(xs):
             if not isinstance(x, Tensor):
                 raise TypeError(f"{self.name}: input {i} must be a singa Tensor, got "
                                 f"{type(x).__name__}")
-        self.requires_grad = self.differentiable and any(x.requires_grad for x in xs)
+            wants = wants or x.requires_grad
+        self.requires_grad = wants = self.differentiable and wants
         if training:
-            self.src = []
+            src = self.src = []
             for x in xs:
-                if x.creator is None:
-                    x.creator = Dummy(x)
-                self.src.append((x.creator, id(x), x if x.stores_grad else None, x.stores_grad))
+                creator = x.creator
+                if creator is None:
+                    creator = x.creator = Dummy(x)
+                stores = x.stores_grad
+                src.append((creator, id(x), x if stores else None, stores))
         else:
             self.src = None      # not recorded: backward says so
         ys = self.forward(*[x.data for x in xs])
-        if not isinstance(ys, tuple):
-            ys = (ys,)
-        self._outs = tuple((y.lshape, y.dtype, y.dev) for y in ys)
-        outs = tuple(Tensor(data=y, requires_grad=self.requires_grad, creator=self) for y in ys)
+        if type(ys) is not tuple:
+            ys = ys if isinstance(ys, tuple) else (ys,)
+        self._outs = tuple([(y.lshape, y.dtype, y.dev) for y in ys])
+        if len(ys) == 1:
+            out = Tensor(data=ys[0], requires_grad=wants, creator=self)
+            self.y_id2idx = {id(out): 0}
+            return (out,)
+        outs = tuple([Tensor(data=y, requires_grad=wants, creator=self) for y in ys])
         self.y_id2idx = {id(y): i for i, y in enumerate(outs)}
         return outs
 
@@ -144,10 +152,11 @@ class TreeOp(Operation):
             for x in xs:
                 x.materialize()
         pk = self.plan_key()
-        known = None
+        known = key = None
         if pk is not None:
             key = (type(self), pk, tuple([(x.lshape, x.dtype) for x in xs]))
             known = dev.plans.get(key)
+        self._fkey = key
         if known is not None:      # the shape and dtype this structure was checked to give
             shape, dtype = known
             tree = self.make(dev.be, *[x.value for x in xs])
@@ -178,11 +187,10 @@ class TreeOp(Operation):
             dy.materialize()
         dev = xs[0].dev
         values = [x.value for x in xs]
-        pk = self.plan_key()
-        if pk is not None:
-            lazy_out = self._out.lazy
-            key = (type(self), pk, tuple([(x.lshape, x.dtype) for x in xs]), needs, dy.lshape,
-                   dy.dtype, lazy_out, _P.alias_pattern(values, dy.value))
+        fkey = getattr(self, "_fkey", None)
+        if fkey is not None:
+            lazy_out = type(self._out.value) is OpTreeNode
+            key = (fkey, needs, dy.lshape, dy.dtype, lazy_out, _P.alias_pattern(values, dy.value))
             plan = dev.plans.get(key)
             if plan is None:
                 plan = dev.plans.put(key, _P.record(rule_gradients, self, dev.be, xs, dy, needs,
@@ -320,7 +328,7 @@ def backward(y: Tensor, dy: Any = None):
         if op.src is None:
             raise RuntimeError(f"backward: {op.name} was not recorded; set autograd.training = "
                                f"True before the forward pass")
-        op._needs = tuple(_needs_grad(s) for s in op.src)
+        op._needs = tuple([_needs_grad(s) for s in op.src])
         try:
             dxs = op._do_backward(*dys)
         finally:

@@ -88,7 +88,11 @@ class SGD(Optimizer):
             v = self._state(param, "v", p)
             first = self._seen.get(id(param)) is not param
             self._seen[id(param)] = param
-            v[:] = g if first else v * self.momentum + (1.0 - self.dampening) * g
+            if first:
+                v[:] = g
+            else:
+                damped = g if self.dampening == 0 else (1.0 - self.dampening) * g
+                v[:] = v * self.momentum + damped
             g = g + self.momentum * v if self.nesterov else v
         param.data.write(p - self.lr * g)
 

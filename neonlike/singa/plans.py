@@ -101,6 +101,8 @@ def _aliased(values: list, dy: Any, z: Any, n_env: int) -> list:
 
 def alias_pattern(values: list, dy: Any) -> Any:
     """None where the inputs and dy are distinct objects, else each one's first position."""
+    if len(values) == 1 and values[0] is not dy:
+        return None
     ids = [id(v) for v in values]
     ids.append(id(dy))
     if len(set(ids)) == len(ids):

@@ -52,7 +52,8 @@ class CTensor:
     __slots__ = ("value", "lshape", "dev", "dtype", "__weakref__")
 
     def __init__(self, value: Any, shape: tuple, device: Any, dtype: Any) -> None:
-        self.value, self.lshape, self.dev, self.dtype = value, tuple(shape), device, np.dtype(dtype)
+        self.value, self.lshape, self.dev = value, tuple(shape), device
+        self.dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
         if type(value) is OpTreeNode:
             me = weakref.ref(self)
             seen = set()
