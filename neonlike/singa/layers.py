@@ -215,14 +215,14 @@ class _BatchNorm2d(Operation):
         rm, rv = self.running_mean.data, self.running_var.data
         if ag.training:
             n = x.Size() // C
-            mean = be.empty(col, dtype=x.dtype)
+            mean = x.dev.alloc(col, x.dtype)
             mean[:] = be.sum(xv, axis=(0, 2, 3)) * (1.0 / n)
-            var = be.empty(col, dtype=x.dtype)
+            var = x.dev.alloc(col, x.dtype)
             var[:] = be.sum(be.square(xv - mean), axis=(0, 2, 3)) * (1.0 / n)
             rm.write(rm.materialize() * (1.0 - m) + mean.reshape(pad2(rm.lshape)) * m)
             unbiased = n / (n - 1) if n > 1 else 1.0
             rv.write(rv.materialize() * (1.0 - m) + var.reshape(pad2(rv.lshape)) * (m * unbiased))
-            inv = be.empty(col, dtype=x.dtype)
+            inv = x.dev.alloc(col, x.dtype)
             inv[:] = 1.0 / be.sqrt(var + eps)
             self.x, self.mean, self.inv, self.gamma, self.n = xv, mean, inv, gamma, n
             y = (xv - mean) * (inv * gamma) + beta
@@ -236,9 +236,9 @@ class _BatchNorm2d(Operation):
         be, C = dy.dev.be, dy.lshape[1]
         g = dy.materialize()
         xhat = (self.x - self.mean) * self.inv
-        dgamma = be.empty((1, C, 1, 1), dtype=dy.dtype)
+        dgamma = dy.dev.alloc((1, C, 1, 1), dy.dtype)
         dgamma[:] = be.sum(g * xhat, axis=(0, 2, 3))
-        dbeta = be.empty((1, C, 1, 1), dtype=dy.dtype)
+        dbeta = dy.dev.alloc((1, C, 1, 1), dy.dtype)
         dbeta[:] = be.sum(g, axis=(0, 2, 3))
         dx = (self.gamma * self.inv) * (g - (xhat * dgamma + dbeta) * (1.0 / self.n))
         shape = (C,)
