@@ -12,7 +12,7 @@ from neonlike.layers import (Activation, Affine, Bias, Dropout, GeneralizedCost,
                              LookupTable, Sequential)
 from neonlike.optimizers import (Adadelta, Adagrad, Adam, GradientDescentMomentum, MultiOptimizer,
                                  RMSProp, Schedule, StepSchedule)
-from neonlike.transforms import (Accuracy, CrossEntropyBinary, CrossEntropyMulti, Explin, Identity,
+from neonlike.transforms import (SquareHingeLoss, Accuracy, CrossEntropyBinary, CrossEntropyMulti, Explin, Identity,
                                  Leaky, LogLoss, Logistic, MeanSquared, Misclassification,
                                  Normalizer, Rectlin, Rectlinclip, SmoothL1Loss, Softmax,
                                  SumSquared, Tanh, TopKMisclassification, Transform)
@@ -94,6 +94,7 @@ def test_bias_per_feature_and_per_channel(be):
 
 
 ACTIVATIONS = [Identity(), Rectlin(), Rectlin(slope=0.2), Leaky(), Rectlinclip(xcut=0.5),
+               Rectlinclip(0.1, xcut=0.5),
                Explin(alpha=0.7), Logistic(), Tanh(), Normalizer(4.0)]
 
 
@@ -195,7 +196,8 @@ def test_sequential_affine_chain(be):
 
 # ---------------------------------------------------------------- costs and metrics
 COSTS = [CrossEntropyBinary(), CrossEntropyMulti(), CrossEntropyMulti(usebits=True),
-         SumSquared(), MeanSquared(), SmoothL1Loss(sigma=1.5)]
+         SumSquared(), MeanSquared(), SmoothL1Loss(sigma=1.5), SquareHingeLoss(),
+         SquareHingeLoss(margin=0.5)]
 
 
 def _numpy_cost(cost, y, t):
@@ -207,6 +209,8 @@ def _numpy_cost(cost, y, t):
         return np.sum((y - t) ** 2, axis=0) / 2
     if isinstance(cost, MeanSquared):
         return np.mean((y - t) ** 2, axis=0) / 2
+    if isinstance(cost, SquareHingeLoss):
+        return np.mean(np.maximum(cost.margin - (2 * t - 1) * y, 0) ** 2, axis=0)
     x, s2 = y - t, cost.sigma2
     return np.sum(np.where(np.abs(x) < 1 / s2, 0.5 * s2 * x * x, np.abs(x) - 0.5 / s2), axis=0)
 
@@ -243,8 +247,8 @@ def test_shortcut_costs_give_the_gradient_of_the_pair(be, cost, act):
     np.testing.assert_allclose(got.get(), want, rtol=1e-5, atol=1e-8)
 
 
-@pytest.mark.parametrize("cost", [SumSquared(), MeanSquared(), SmoothL1Loss(sigma=1.5)],
-                         ids=lambda c: type(c).__name__)
+@pytest.mark.parametrize("cost", [SumSquared(), MeanSquared(), SmoothL1Loss(sigma=1.5),
+                                  SquareHingeLoss()], ids=lambda c: type(c).__name__)
 def test_direct_cost_gradients(be, cost):
     y, t = rand((4, N), seed=18), rand((4, N), seed=19)
     Y, T = be.array(y), be.array(t)

@@ -372,6 +372,16 @@ class Backend:
         """Dropout mask: 1 where a uniform draw from `be.rng` is below `keepthresh`."""
         return out.set(self.rng.uniform(size=out.shape) < keepthresh)
 
+    def binarize(self, ary: Any, out: Tensor, stochastic: bool = True) -> Tensor:
+        """out = +1 or -1 per element (neon's CPU signature): deterministic, +1 where ary >= 0;
+        stochastic, +1 with probability clip((ary + 1) / 2, 0, 1), drawn from `be.rng`."""
+        if stochastic:
+            draw = self.array(self.rng.uniform(0, 1, size=out.shape), dtype=out.dtype)
+            out[:] = self.less_equal(draw, self.clip((ary + 1.0) * 0.5, 0.0, 1.0)) * 2.0 - 1.0
+        else:
+            out[:] = self.greater_equal(ary, 0.0) * 2.0 - 1.0
+        return out
+
 
 # ---------------------------------------------------------------- functions generated from OP_INFO
 

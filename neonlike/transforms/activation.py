@@ -41,17 +41,23 @@ class Leaky(Rectlin):
 
 
 class Rectlinclip(Transform):
-    """min(max(x, 0), xcut)."""
+    """min(max(x, 0) + slope * min(x, 0), xcut) (neon's argument order: slope, name, xcut)."""
 
-    def __init__(self, xcut: float = 20.0, name: str | None = None) -> None:
+    def __init__(self, slope: float = 0.0, name: str | None = None, xcut: float = 20.0) -> None:
         super().__init__(name)
-        self.xcut = xcut
+        self.slope, self.xcut = slope, xcut
 
     def __call__(self, x: Any) -> Any:
-        return self.be.minimum(self.be.maximum(x, 0.0), self.xcut)
+        be = self.be
+        y = be.maximum(x, 0.0) if self.slope == 0 else \
+            be.maximum(x, 0.0) + be.minimum(x, 0.0) * self.slope
+        return be.minimum(y, self.xcut)
 
     def bprop(self, x: Any) -> Any:
-        return self.be.greater(x, 0.0) * self.be.less(x, self.xcut)
+        be = self.be
+        d = be.greater(x, 0.0) if self.slope == 0 else \
+            be.greater(x, 0.0) + be.less(x, 0.0) * self.slope
+        return d * be.less(x, self.xcut)
 
 
 class Explin(Transform):
@@ -107,6 +113,40 @@ class Softmax(Transform):
 
     def bprop(self, x: Any) -> Any:
         return 1.0
+
+
+class PixelwiseSoftmax(Transform):
+    """Softmax over `c` channels at every pixel: x, a (c * pixels, N) buffer read as (c, -1), is
+    normalised along its first axis. As in neon, the result is written into x and x returned;
+    bprop is 1 (for CrossEntropyMulti's combined y - t)."""
+
+    def __init__(self, c: int, name: str | None = None, epsilon: float = 2 ** -23) -> None:
+        super().__init__(name)
+        self.c, self.epsilon = c, epsilon
+
+    def __call__(self, x: Any) -> Any:
+        be = self.be
+        y = x.reshape((self.c, -1))
+        e = be.exp(y - be.max(y, axis=0))
+        y[:] = e / be.sum(e, axis=0)
+        return x
+
+    def bprop(self, x: Any) -> Any:
+        return 1.0
+
+
+class Sign(Transform):
+    """+1 where x >= 0, else -1; bprop is the straight-through estimator 1 where |x| <= 1, of
+    the input kept at the call (neon's binarized networks)."""
+
+    def __call__(self, x: Any) -> Any:
+        be = self.be
+        self.inputs = be.empty(x.shape)
+        self.inputs[:] = x
+        return be.greater_equal(self.inputs, 0.0) * 2.0 - 1.0
+
+    def bprop(self, x: Any) -> Any:
+        return self.be.less_equal(self.be.absolute(self.inputs), 1.0)
 
 
 class Normalizer(Transform):

@@ -8,6 +8,7 @@ calcrange)` returns host numbers, one per name in `metric_names`.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -110,6 +111,82 @@ class SmoothL1Loss(Cost):
         return x * self.sigma2 * small + be.sgn(x) * (1.0 - small)
 
 
+class SquareHingeLoss(Cost):
+    """mean(max(margin - t' * y, 0)^2) per sample, with targets t in {0, 1} read as t' = 2t - 1."""
+
+    def __init__(self, margin: float = 1.0, name: str | None = None) -> None:
+        super().__init__(name)
+        self.margin = margin
+
+    def __call__(self, y: Any, t: Any) -> Any:
+        _check(y, t, type(self).__name__)
+        be = self.be
+        return be.mean(be.square(be.maximum(self.margin - (t * 2.0 - 1.0) * y, 0.0)), axis=0)
+
+    def bprop(self, y: Any, t: Any) -> Any:
+        be, shifted = self.be, t * 2.0 - 1.0
+        return shifted * be.maximum(self.margin - shifted * y, 0.0) * (-2.0 / y.shape[0])
+
+
+class GANCost(Cost):
+    """A GAN's costs (Goodfellow et al. 2014; 'wasserstein': Arjovsky et al. 2017), signed so
+    that both networks minimise: `__call__(y_data, y_noise, cost_type)` with cost_type 'dis'
+    (the discriminator's, on data and noise outputs), 'dis_data', 'dis_noise' or 'gen'; func
+    'original', 'modified' (the generator maximises log D(G(z))) or 'wasserstein'. The bprop_*
+    methods give the gradients of the discriminator's cost on each input and of the generator's.
+    The generator's cost is log(1 - D(G(z))) ('original') or -log D(G(z)) ('modified'), whose
+    gradients bprop_generator gives; neon's __call__ had the two swapped (its bprop was right)."""
+
+    FUNCS = ("original", "modified", "wasserstein")
+    TYPES = ("dis", "dis_data", "dis_noise", "gen")
+
+    def __init__(self, scale: float = 1.0, cost_type: str = "dis", func: str = "modified",
+                 name: str | None = None) -> None:
+        super().__init__(name)
+        if cost_type not in ("dis", "gen"):
+            raise ValueError(f"GANCost: cost_type must be 'dis' or 'gen', got {cost_type!r}")
+        if func not in self.FUNCS:
+            raise ValueError(f"GANCost: func must be one of {self.FUNCS}, got {func!r}")
+        self.scale, self.cost_type, self.func = scale, cost_type, func
+
+    def __call__(self, y_data: Any, y_noise: Any, cost_type: str = "dis") -> Any:
+        _check(y_data, y_noise, "GANCost (data and noise outputs)")
+        be = self.be
+        if self.func == "wasserstein":
+            parts = {"dis_data": y_data, "dis_noise": -y_noise, "gen": y_noise}
+        else:
+            gen = -be.safelog(y_noise) if self.func == "modified" else be.safelog(1.0 - y_noise)
+            parts = {"dis_data": -be.safelog(y_data), "dis_noise": -be.safelog(1.0 - y_noise),
+                     "gen": gen}
+        parts["dis"] = parts["dis_data"] + parts["dis_noise"]
+        if cost_type not in parts:
+            raise ValueError(f"GANCost: cost_type must be one of {self.TYPES}, got {cost_type!r}")
+        return be.mean(parts[cost_type], axis=0)
+
+    def _ones(self, y: Any) -> Any:
+        return self.be.ones(y.shape)
+
+    def bprop_noise(self, y_noise: Any) -> Any:
+        """d(discriminator cost)/d(y_noise)."""
+        if self.func == "wasserstein":
+            return self._ones(y_noise) * -self.scale
+        return self.scale / (1.0 - y_noise)
+
+    def bprop_data(self, y_data: Any) -> Any:
+        """d(discriminator cost)/d(y_data)."""
+        if self.func == "wasserstein":
+            return self._ones(y_data) * self.scale
+        return -self.scale / y_data
+
+    def bprop_generator(self, y_noise: Any) -> Any:
+        """d(generator cost)/d(y_noise)."""
+        if self.func == "wasserstein":
+            return self._ones(y_noise) * self.scale
+        if self.func == "original":
+            return self.scale / (y_noise - 1.0)
+        return -self.scale / y_noise
+
+
 # ---------------------------------------------------------------- metrics
 class Metric(Cost):
     metric_names: list = []
@@ -185,6 +262,78 @@ class TopKMisclassification(Metric):
         return np.array([b.get()[:, calcrange].mean() for b in (loss, top1, topk)])
 
 
+class PrecisionRecall(Metric):
+    """Class-averaged [Precision, Recall] of one-hot outputs y against one-hot targets t (classes,
+    batch); per-class (precision, recall) stay in `outputs`. binarize=True first turns y into
+    the one-hot of its arg-max, in place (as neon)."""
+
+    def __init__(self, num_classes: int, binarize: bool = False, epsilon: float = 1e-6,
+                 name: str | None = None) -> None:
+        super().__init__(name)
+        self.num_classes, self.binarize, self.eps = num_classes, binarize, epsilon
+        self.metric_names = ["Precision", "Recall"]
+        self.outputs = self.be.empty((num_classes, 2))
+        self.token_stats = self.be.empty((num_classes, 3))
+
+    def __call__(self, y: Any, t: Any, calcrange: slice = slice(0, None)) -> np.ndarray:
+        _check(y, t, type(self).__name__)
+        if y.shape[0] != self.num_classes:
+            raise ValueError(f"PrecisionRecall: made for {self.num_classes} classes, the outputs "
+                             f"have {y.shape[0]} (shape {tuple(y.shape)})")
+        be, stats = self.be, self.token_stats
+        if self.binarize:
+            y[:] = be.onehot(be.argmax(y, axis=0), axis=0, depth=self.num_classes)
+        stats[:, 0] = be.sum(y * t, axis=1)      # true positives
+        stats[:, 1] = be.sum(y, axis=1)          # predicted
+        stats[:, 2] = be.sum(t, axis=1)          # actual
+        self.outputs[:, 0] = stats[:, 0] / (stats[:, 1] + self.eps)
+        self.outputs[:, 1] = stats[:, 0] / (stats[:, 2] + self.eps)
+        return self.outputs.get().mean(axis=0)
+
+
+class BLEUScore(Metric):
+    """BLEU (Papineni et al. 2002) of predicted sentences against lists of references:
+    `__call__(y, t, N=4, brevity_penalty=False, lower_case=True)` sets `bleu_n` (BLEU-1 .. N, in
+    percent) and returns BLEU-N. N-grams holding the `unk` token never match. The brevity
+    penalty uses the reference closest in length (the shorter on a tie); neon never updated its
+    closest distance, so it took the last reference's length."""
+
+    def __init__(self, unk: str = "<unk>", name: str | None = None) -> None:
+        super().__init__(name)
+        self.metric_names = ["BLEU"]
+        self.end_token, self.unk_symbol = ".", unk
+
+    @staticmethod
+    def _ngrams(words: list, N: int) -> Counter:
+        return Counter(tuple(words[i:i + n]) for n in range(1, N + 1)
+                       for i in range(len(words) - n + 1))
+
+    def __call__(self, y: Any, t: Any, N: int = 4, brevity_penalty: bool = False,
+                 lower_case: bool = True) -> float:
+        if len(y) != len(t):
+            raise ValueError(f"BLEUScore: {len(y)} sentences but {len(t)} lists of references")
+        totals, correct = np.zeros(N), np.zeros(N)
+        len_translation = len_reference = 0
+        for sentence, refs in zip(y, t):
+            words = (sentence.lower() if lower_case else sentence).strip(self.end_token).split()
+            best: Counter = Counter()
+            for ref in refs:
+                best |= self._ngrams(ref.split(), N)       # max count over the references
+            lengths = [len(ref.split()) for ref in refs]
+            len_reference += min(lengths, key=lambda n: (abs(n - len(words)), n))
+            len_translation += len(words)
+            for gram, count in self._ngrams(words, N).items():
+                totals[len(gram) - 1] += count
+                if self.unk_symbol not in gram:
+                    correct[len(gram) - 1] += min(count, best[gram])
+        logprec = np.log(correct / np.maximum(totals, 1) + 1e-7)
+        bp = math.exp(1 - len_reference / len_translation) if brevity_penalty and \
+            len_translation < len_reference else 1.0
+        self.bleu_n = [100 * bp * math.exp(logprec[:n + 1].sum() / (n + 1)) for n in range(N)]
+        return self.bleu_n[-1]
+
+
 __all__ = ["Cost", "CrossEntropyBinary", "CrossEntropyMulti", "SumSquared", "MeanSquared",
-           "SmoothL1Loss", "Metric", "Misclassification", "Accuracy", "LogLoss",
-           "TopKMisclassification", "has_bprop"]
+           "SmoothL1Loss", "SquareHingeLoss", "GANCost", "Metric", "Misclassification",
+           "Accuracy", "LogLoss", "TopKMisclassification", "PrecisionRecall", "BLEUScore",
+           "has_bprop"]

@@ -1,0 +1,136 @@
+"""neon names added for its scripts and tests (issue 17): the logger, transforms, costs and
+metrics, each against numpy float64 references and, where it has a gradient, central
+differences."""
+import logging
+
+import numpy as np
+import pytest
+
+import neonlike
+from neonlike import NervanaObject
+from neonlike.backends import gen_backend
+from neonlike.transforms import BLEUScore, GANCost, PixelwiseSoftmax, PrecisionRecall, Sign
+
+RNG = np.random.default_rng(3)
+
+
+@pytest.fixture
+def be():
+    be = gen_backend("cpu", datatype=np.float64)
+    NervanaObject.be = be
+    return be
+
+
+def run(be, tree, shape):
+    out = be.empty(shape)
+    out[:] = tree
+    return out.get()
+
+
+def test_logger_displays_at_neons_display_level(caplog):
+    from neonlike import logger
+    assert logger is neonlike.logger and logger.name == "neonlike"
+    with caplog.at_level(logging.ERROR, logger="neonlike"):
+        logger.display("epsilon %e", 1e-3)
+    assert [(r.levelno, r.levelname, r.getMessage()) for r in caplog.records] == \
+        [(41, "DISPLAY", "epsilon 1.000000e-03")]
+    assert not hasattr(logging.getLogger("elsewhere"), "display")   # no global patch
+
+
+def test_sign_and_its_straight_through_gradient(be):
+    x = np.array([[-2.0, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 3.0]]).T
+    sign = Sign()
+    y = run(be, sign(be.array(x)), x.shape)
+    np.testing.assert_array_equal(y, np.where(x >= 0, 1.0, -1.0))
+    np.testing.assert_array_equal(run(be, sign.bprop(be.array(y)), x.shape),
+                                  (np.abs(x) <= 1).astype(float))
+
+
+def test_binarize_deterministic_and_stochastic(be):
+    x = np.linspace(-1.5, 1.5, 7).reshape(7, 1)
+    out = be.empty((7, 1))
+    be.binarize(be.array(x), out, stochastic=False)
+    np.testing.assert_array_equal(out.get(), np.where(x >= 0, 1.0, -1.0))
+    p = np.full((4000, 1), 0.5)                      # +1 with probability (0.5 + 1) / 2
+    draws = be.empty((4000, 1))
+    be.binarize(be.array(p), draws)
+    assert set(np.unique(draws.get())) == {-1.0, 1.0}
+    assert abs((draws.get() == 1).mean() - 0.75) < 0.03
+
+
+def test_pixelwise_softmax_normalises_each_pixel_over_the_channels(be):
+    c, pixels, n = 3, 4, 2
+    x = RNG.normal(0, 2, (c * pixels, n))
+    X = be.array(x)
+    PixelwiseSoftmax(c)(X)                            # in place, as neon
+    v = x.reshape(c, -1)
+    want = np.exp(v - v.max(0)) / np.exp(v - v.max(0)).sum(0)
+    np.testing.assert_allclose(X.get(), want.reshape(x.shape), rtol=1e-12)
+    assert PixelwiseSoftmax(c).bprop(X) == 1.0
+
+
+def numeric(f, x, h=1e-6):
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        hi, lo = x.copy(), x.copy()
+        hi[i] += h
+        lo[i] -= h
+        g[i] = (f(hi) - f(lo)) / (2 * h)
+    return g
+
+
+@pytest.mark.parametrize("func", GANCost.FUNCS)
+def test_gan_costs_and_their_gradients(be, func):
+    yd, yn = RNG.uniform(0.1, 0.9, (1, 6)), RNG.uniform(0.1, 0.9, (1, 6))
+    cost = GANCost(scale=1.0, func=func)
+    logs = {"dis_data": -np.log(yd), "dis_noise": -np.log(1 - yn),
+            "gen": -np.log(yn) if func == "modified" else np.log(1 - yn)}
+    if func == "wasserstein":
+        logs = {"dis_data": yd, "dis_noise": -yn, "gen": yn}
+    logs["dis"] = logs["dis_data"] + logs["dis_noise"]
+    for kind, want in logs.items():
+        got = run(be, cost(be.array(yd), be.array(yn), kind), (1, 6))
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+    def total(kind, data, noise):
+        return run(be, cost(be.array(data), be.array(noise), kind), (1, 6)).sum()
+    checks = [(cost.bprop_data(be.array(yd)), numeric(lambda v: total("dis", v, yn), yd)),
+              (cost.bprop_noise(be.array(yn)), numeric(lambda v: total("dis", yd, v), yn)),
+              (cost.bprop_generator(be.array(yn)), numeric(lambda v: total("gen", yd, v), yn))]
+    for tree, want in checks:
+        np.testing.assert_allclose(run(be, tree, (1, 6)), want, rtol=1e-6, atol=1e-9)
+    with pytest.raises(ValueError, match="cost_type must be one of"):
+        cost(be.array(yd), be.array(yn), "both")
+    with pytest.raises(ValueError, match="func must be one of"):
+        GANCost(func="hinge")
+
+
+def test_precision_recall_against_numpy(be):
+    k, n = 4, 12
+    t = np.eye(k)[:, RNG.integers(0, k, n)]
+    scores = RNG.uniform(0, 1, (k, n))
+    y = np.eye(k)[:, scores.argmax(0)]
+    tp, pred, actual = (y * t).sum(1), y.sum(1), t.sum(1)
+    want = np.array([(tp / (pred + 1e-6)).mean(), (tp / (actual + 1e-6)).mean()])
+    np.testing.assert_allclose(PrecisionRecall(k)(be.array(y), be.array(t)), want, rtol=1e-12)
+    Y = be.array(scores)
+    np.testing.assert_allclose(PrecisionRecall(k, binarize=True)(Y, be.array(t)), want,
+                               rtol=1e-12)
+    np.testing.assert_array_equal(Y.get(), y)         # binarized in place
+    with pytest.raises(ValueError, match="made for 3 classes, the outputs have 4"):
+        PrecisionRecall(3)(be.array(y), be.array(t))
+
+
+def test_bleu_score_by_hand():
+    bleu = BLEUScore()
+    assert bleu(["the cat sat"], [["the cat sat"]], N=3) == pytest.approx(100, rel=1e-6)
+    # candidate 'the the cat': unigrams: the x2 (clipped to 1), cat 1 -> 2/3; bigrams:
+    # 'the the' 0, 'the cat' 1 -> 1/2
+    bleu(["the the cat"], [["the cat sat", "a cat"]], N=2)
+    np.testing.assert_allclose(bleu.bleu_n, [100 * 2 / 3, 100 * np.sqrt(2 / 3 * 1 / 2)],
+                               rtol=1e-6)
+    # an unknown word never matches; the brevity penalty takes the closest reference (3 words)
+    bleu(["<unk> cat"], [["the cat sat", "a cat on the mat"]], N=1, brevity_penalty=True)
+    np.testing.assert_allclose(bleu.bleu_n, [100 * np.exp(1 - 3 / 2) * 0.5], rtol=1e-6)
+    with pytest.raises(ValueError, match="2 sentences but 1 lists of references"):
+        bleu(["a", "b"], [["a"]])
