@@ -134,3 +134,26 @@ def test_bleu_score_by_hand():
     np.testing.assert_allclose(bleu.bleu_n, [100 * np.exp(1 - 3 / 2) * 0.5], rtol=1e-6)
     with pytest.raises(ValueError, match="2 sentences but 1 lists of references"):
         bleu(["a", "b"], [["a"]])
+
+
+def test_array_identity_and_orthonormal_initializers(be):
+    from neonlike.initializers import Array, IdentityInit, Orthonormal
+    w = be.empty((3, 4))
+    vals = RNG.normal(size=(3, 4))
+    Array(vals).fill(w)
+    np.testing.assert_array_equal(w.get(), vals)
+    src = be.array(vals * 2)
+    init = Array(src)
+    init.fill(w)
+    np.testing.assert_array_equal(w.get(), vals * 2)
+    assert isinstance(init.get_description()["config"]["val"], np.ndarray)
+    with pytest.raises(ValueError, match=r"the values have shape \(2, 2\), the parameter \(3, 4\)"):
+        Array(np.zeros((2, 2))).fill(w)
+    for shape in ((3, 4), (4, 3)):
+        w = be.empty(shape)
+        IdentityInit().fill(w)
+        np.testing.assert_array_equal(w.get(), np.eye(*shape))
+        Orthonormal(scale=1.5).fill(w)
+        q = w.get() / 1.5
+        small = q.T @ q if shape[0] > shape[1] else q @ q.T
+        np.testing.assert_allclose(small, np.eye(3), atol=1e-12)

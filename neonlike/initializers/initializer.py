@@ -82,3 +82,54 @@ class Kaiming(Initializer):
     def fill(self, param: Any) -> None:
         fan_in = param.shape[0 if self.local else 1]
         param.set(self.be.rng.normal(0.0, np.sqrt(2.0 / fan_in), param.shape))
+
+
+class Array(Constant):
+    """The values of an array (numpy or a tensor) of the parameter's shape; its description holds
+    them as a numpy array (so a model's serialization keeps them)."""
+
+    def __init__(self, val: Any = 0.0, name: str = "arrayInit") -> None:
+        super().__init__(val, name=name)
+
+    def fill(self, param: Any) -> None:
+        val = self.val
+        if isinstance(val, np.ndarray):
+            if val.size != param.size:
+                raise ValueError(f"Array: the values have shape {val.shape}, the parameter "
+                                 f"{tuple(param.shape)}")
+            param.set(val.reshape(param.shape))
+        else:
+            param[:] = val
+
+    def get_description(self) -> dict:
+        desc = super().get_description()
+        if hasattr(desc["config"]["val"], "get"):
+            desc["config"]["val"] = desc["config"]["val"].get()
+        return desc
+
+
+class IdentityInit(Initializer):
+    """The identity: ones on the diagonal of the (nin, nout) parameter, zeros elsewhere."""
+
+    def __init__(self, local: bool = True, name: str = "Identity") -> None:
+        super().__init__(name=name)
+        self.local = local
+
+    def fill(self, param: Any) -> None:
+        if len(param.shape) != 2:
+            raise ValueError(f"IdentityInit: the parameter must be 2-D, got {tuple(param.shape)}")
+        param.set(np.eye(*param.shape))
+
+
+class Orthonormal(Initializer):
+    """scale times the orthonormal factor (of the parameter's shape) of a Gaussian matrix's SVD
+    (Saxe et al., 2013), drawn from `be.rng`."""
+
+    def __init__(self, scale: float = 1.1, name: str = "orthonormal") -> None:
+        super().__init__(name=name)
+        self.scale = scale
+
+    def fill(self, param: Any) -> None:
+        a = self.be.rng.normal(0.0, 1.0, param.shape)
+        u, _, v = np.linalg.svd(a, full_matrices=False)
+        param.set(self.scale * (u if u.shape == tuple(param.shape) else v))
