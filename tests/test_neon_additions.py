@@ -157,3 +157,66 @@ def test_array_identity_and_orthonormal_initializers(be):
         q = w.get() / 1.5
         small = q.T @ q if shape[0] > shape[1] else q @ q.T
         np.testing.assert_allclose(small, np.eye(3), atol=1e-12)
+
+
+def test_shift_rounds_to_powers_of_two(be):
+    x, s = RNG.normal(size=(4, 3)), RNG.normal(0, 3, (4, 3))
+    got = be.shift(be.array(x), be.array(s)).get()
+    np.testing.assert_allclose(got, x * np.sign(s) * 2.0 ** np.rint(np.log2(np.abs(s))))
+    np.testing.assert_allclose(be.shift(be.array(x), -2, value=False).get(), x / 4)
+    assert be.shift(0.1, -3, value=False).get().item() == pytest.approx(0.1 / 8)
+
+
+def test_schedules():
+    from neonlike.optimizers import ExpSchedule, PolySchedule, PowerSchedule, ShiftSchedule
+    epochs = np.arange(8)
+    assert [PowerSchedule(2, 0.5).get_learning_rate(0.1, e) for e in epochs] == \
+        pytest.approx(0.1 * 0.5 ** (epochs // 2))
+    assert [ExpSchedule(0.3).get_learning_rate(0.1, e) for e in epochs] == \
+        pytest.approx(0.1 / (1 + 0.3 * epochs))
+    assert [PolySchedule(8, 2.0).get_learning_rate(0.1, e) for e in epochs] == \
+        pytest.approx(0.1 * (1 - epochs / 8) ** 2)
+    assert [ShiftSchedule(3, 2).get_learning_rate(1.0, e) for e in epochs] == \
+        pytest.approx(2.0 ** (-2 * (epochs // 3)))
+    with pytest.raises(ValueError, match="step_config must be an int"):
+        PowerSchedule([2, 4], 0.5)
+
+
+class OneParam:
+    """A layer whose get_params gives one ((W, dW), states) tuple, as neon allowed."""
+
+    def __init__(self, be, w, g, name="one"):
+        self.W, self.dW, self.states, self.name = be.array(w), be.array(g), [], name
+
+    def get_params(self):
+        return (self.W, self.dW), self.states
+
+
+def test_shift_adamax_against_numpy_and_a_single_tuple_layer(be):
+    from neonlike.optimizers import ShiftAdaMax
+    be.bsz = 8
+    w, g = RNG.uniform(-1, 1, (5, 4)), RNG.normal(0, 0.1, (5, 4))
+    layer = OneParam(be, w, g)
+    opt = ShiftAdaMax(learning_rate=0.01)
+    m, v = np.zeros_like(w), np.zeros_like(w)
+
+    def shift(a, s):
+        return a * np.sign(s) * 2.0 ** np.rint(np.log2(np.maximum(np.abs(s), np.exp(-50))))
+    for epoch in range(3):
+        opt.optimize([layer], epoch)
+        gb = g / 8
+        m = 0.9 * m + 0.1 * gb
+        v = np.maximum(0.999 * v, np.abs(gb))
+        w = np.clip(w - shift(shift(m, 1 / (v + 1e-8)), 0.01 / (1 - 0.9 ** (epoch + 1))), -1, 1)
+        np.testing.assert_allclose(layer.W.get(), w, rtol=1e-12)
+
+
+def test_multi_optimizer_map_list(be):
+    from neonlike.optimizers import GradientDescentMomentum, MultiOptimizer
+    be.bsz = 1
+    a, b = GradientDescentMomentum(0.1), GradientDescentMomentum(0.2)
+    layers = [OneParam(be, np.ones((2, 2)), np.ones((2, 2)), name=n) for n in ("x", "y", "z")]
+    opt = MultiOptimizer({"default": a, "y": b})
+    opt.optimize(layers, 0)
+    assert opt.map_list == {a: [layers[0], layers[2]], b: [layers[1]]}
+    np.testing.assert_allclose([lay.W.get()[0, 0] for lay in layers], [0.9, 0.8, 0.9])

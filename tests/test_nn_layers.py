@@ -412,7 +412,7 @@ def test_rmsprop_adagrad_adadelta_adam_by_hand(be):
     for g in grads:
         g = g / N
         s = s + g * g
-        p = p - 0.05 * g / (np.sqrt(s + 1e-6) + 1e-6)
+        p = p - 0.05 * g / np.sqrt(s + 1e-6)
     np.testing.assert_allclose(got, p, rtol=1e-12)
 
     _, _, got = _run(be, Adadelta(decay=0.9))

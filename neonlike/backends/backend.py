@@ -19,6 +19,7 @@ from ..ops import OP_INFO, Kind, Op
 from ..optree import (_MAKERS, OpDict, OpTreeNode, Operators, _dict_update, _new_opdict, build,
                       shape_of)
 from ..tensor import Tensor
+from .rnn import RNNOpsMixin
 
 __all__ = ["Backend", "Tensor", "OpTreeNode"]
 
@@ -26,7 +27,7 @@ FLOATS = tuple(np.dtype(t) for t in ("float16", "float32", "float64"))
 _COUNTS = Memo("backend.reduced_counts", 4096)  # (shape, axis) -> elements reduced
 
 
-class Backend:
+class Backend(RNNOpsMixin):
     """The device-independent half of a backend. See the module docstring for the device half."""
 
     backend_name = "abstract"
@@ -371,6 +372,20 @@ class Backend:
     def make_binary_mask(self, out: Tensor, keepthresh: float = 0.5) -> Tensor:
         """Dropout mask: 1 where a uniform draw from `be.rng` is below `keepthresh`."""
         return out.set(self.rng.uniform(size=out.shape) < keepthresh)
+
+    def shift(self, ary: Any, shift_ary: Any, value: bool = True, out: Any = None) -> Tensor:
+        """ary times a power of two (neon's binary shift): 2^shift_ary, or with `value` the power
+        of two nearest shift_ary in log scale, with its sign. Into out (or a new tensor: (1, 1)
+        for a number)."""
+        if value:
+            exponent = self.rint(self.safelog(self.absolute(shift_ary)) * (1.0 / math.log(2.0)))
+            factor = self.sgn(shift_ary) * self.exp2(exponent)
+        else:
+            factor = self.exp2(shift_ary)
+        if out is None:
+            out = self.empty(ary.shape) if hasattr(ary, "shape") else self.empty((1, 1))
+        out[:] = factor * ary
+        return out
 
     def binarize(self, ary: Any, out: Tensor, stochastic: bool = True) -> Tensor:
         """out = +1 or -1 per element (neon's CPU signature): deterministic, +1 where ary >= 0;

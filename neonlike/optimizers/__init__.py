@@ -1,6 +1,8 @@
 """neon's optimizers and learning-rate schedules."""
-from .optimizer import (Adadelta, Adagrad, Adam, GradientDescentMomentum, MultiOptimizer, Optimizer,
-                        RMSProp, Schedule, StepSchedule, get_param_list)
+from .optimizer import (Adadelta, Adagrad, Adam, ExpSchedule, GradientDescentMomentum, MultiOptimizer,
+                        Optimizer, PolySchedule, PowerSchedule, RMSProp, Schedule, ShiftAdaMax,
+                        ShiftSchedule, StepSchedule, get_param_list)
 
 __all__ = ["Optimizer", "GradientDescentMomentum", "RMSProp", "Adagrad", "Adadelta", "Adam",
-           "MultiOptimizer", "Schedule", "StepSchedule", "get_param_list"]
+           "ShiftAdaMax", "MultiOptimizer", "Schedule", "StepSchedule", "PowerSchedule",
+           "ExpSchedule", "PolySchedule", "ShiftSchedule", "get_param_list"]

@@ -14,10 +14,12 @@ from .. import NervanaObject
 
 
 def get_param_list(layer_list: list) -> list:
-    """[((param, grad), states)] of the layers, in order."""
+    """[((param, grad), states)] of the layers, in order; a layer's get_params() gives a list of
+    them or, as neon allowed, one such tuple."""
     out = []
     for layer in layer_list:
-        out.extend(layer.get_params())
+        params = layer.get_params()
+        out.extend(params) if isinstance(params, list) else out.append(params)
     return out
 
 
@@ -57,6 +59,56 @@ class StepSchedule(Schedule):
     def get_learning_rate(self, learning_rate: float, epoch: int) -> float:
         passed = [c for s, c in zip(self.step_config, self.change) if epoch >= s]
         return float(passed[-1]) if passed else float(learning_rate)
+
+
+class PowerSchedule(Schedule):
+    """lr * change ** floor(epoch / step_config): the rate times `change` every step_config
+    epochs."""
+
+    def __init__(self, step_config: int, change: float, name: str | None = None) -> None:
+        if not isinstance(step_config, int) or isinstance(change, list):
+            raise ValueError(f"PowerSchedule: step_config must be an int and change a number, "
+                             f"got {step_config!r} and {change!r}")
+        NervanaObject.__init__(self, name)
+        self.step_config, self.change, self.steps = step_config, change, 0
+
+    def get_learning_rate(self, learning_rate: float, epoch: int) -> float:
+        self.steps = epoch // self.step_config
+        return float(learning_rate * self.change ** self.steps)
+
+
+class ExpSchedule(Schedule):
+    """lr / (1 + decay * epoch)."""
+
+    def __init__(self, decay: float, name: str | None = None) -> None:
+        NervanaObject.__init__(self, name)
+        self.decay = decay
+
+    def get_learning_rate(self, learning_rate: float, epoch: int) -> float:
+        return float(learning_rate / (1.0 + self.decay * epoch))
+
+
+class PolySchedule(Schedule):
+    """lr * (1 - epoch / total_epochs) ** power (neon floored the ratio, which made it lr until
+    the last epoch, then 0; the formula its docstring gives is what is computed here)."""
+
+    def __init__(self, total_epochs: int, power: float, name: str | None = None) -> None:
+        NervanaObject.__init__(self, name)
+        self.total_epochs, self.power = total_epochs, power
+
+    def get_learning_rate(self, learning_rate: float, epoch: int) -> float:
+        return float(learning_rate * max(0.0, 1.0 - epoch / self.total_epochs) ** self.power)
+
+
+class ShiftSchedule(Schedule):
+    """The rate halved (shifted right by shift_size bits) every `interval` epochs."""
+
+    def __init__(self, interval: int, shift_size: int = 1, name: str | None = None) -> None:
+        NervanaObject.__init__(self, name)
+        self.interval, self.shift_size = interval, shift_size
+
+    def get_learning_rate(self, learning_rate: float, epoch: int) -> float:
+        return float(learning_rate * 2.0 ** (-self.shift_size * (epoch // self.interval)))
 
 
 class Optimizer(NervanaObject):
@@ -172,7 +224,7 @@ class RMSProp(Optimizer):
 
 
 class Adagrad(Optimizer):
-    """s += g^2; param -= lr * g / (sqrt(s + eps) + eps)."""
+    """s += g^2; param -= lr * g / sqrt(s + eps) (neon's)."""
 
     def __init__(self, stochastic_round: bool = False, learning_rate: float = 0.01,
                  epsilon: float = 1e-6, gradient_clip_norm: float | None = None,
@@ -188,7 +240,7 @@ class Adagrad(Optimizer):
             g = self._grad(grad) * scale
             (s,) = self._states(states, grad, 1)
             s[:] = s + be.square(g)
-            param[:] = param - g * self.learning_rate / (be.sqrt(s + eps) + eps)
+            param[:] = param - g * self.learning_rate / be.sqrt(s + eps)
             self._clip_param(param)
 
 
@@ -244,6 +296,34 @@ class Adam(Optimizer):
             self._clip_param(param)
 
 
+class ShiftAdaMax(Optimizer):
+    """Shift-based AdaMax (Courbariaux et al. 2016, arXiv:1602.02830): m = b1*m + (1-b1)*g,
+    v = max(b2*v, |g|), and param -= m / (v + eps) * lr / (1 - b1^t), each product rounded to a
+    power of two (be.shift), t = epoch + 1; parameters are clipped to [-1, 1] (binarized
+    networks' latent weights)."""
+
+    def __init__(self, stochastic_round: bool = False, learning_rate: float = 0.002,
+                 beta_1: float = 0.9, beta_2: float = 0.999, epsilon: float = 1e-8,
+                 schedule: Schedule | None = None, name: str = "ShiftAdaMax") -> None:
+        super().__init__(name=name)
+        self.stochastic_round, self.learning_rate = stochastic_round, learning_rate
+        self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
+        self.schedule = schedule if schedule is not None else Schedule()
+
+    def optimize(self, layer_list: list, epoch: int) -> None:
+        be = self.be
+        lr = self.schedule.get_learning_rate(self.learning_rate, epoch)
+        step = lr / (1.0 - self.beta_1 ** (epoch + 1))
+        for (param, grad), states in get_param_list(layer_list):
+            g = self._grad(grad)
+            m, v, inv_v = self._states(states, grad, 3)
+            m[:] = m * self.beta_1 + g * (1.0 - self.beta_1)
+            v[:] = be.maximum(v * self.beta_2, be.absolute(g))
+            inv_v[:] = 1.0 / (v + self.epsilon)
+            shifted = be.shift(m, inv_v)
+            param[:] = be.clip(param - be.shift(shifted, step), -1.0, 1.0)
+
+
 class MultiOptimizer(Optimizer):
     """Different optimizers for different layers: a dict from a layer's class name or its name
     (names win) to an optimizer, with a 'default' entry."""
@@ -254,14 +334,20 @@ class MultiOptimizer(Optimizer):
             raise ValueError("MultiOptimizer: optimizer_mapping needs a 'default' entry, got keys "
                              f"{sorted(optimizer_mapping)}")
         self.optimizer_mapping = optimizer_mapping
+        self.map_list: dict | None = None     # optimizer -> its layers, of the last layer list
+        self._map_lists: dict = {}            # id(layer list) -> (layer list, map_list)
 
     def _pick(self, layer: Any) -> Any:
         m = self.optimizer_mapping
         return m.get(layer.name) or m.get(type(layer).__name__) or m["default"]
 
     def optimize(self, layer_list: list, epoch: int) -> None:
-        groups: dict = {}
-        for layer in layer_list:
-            groups.setdefault(id(self._pick(layer)), (self._pick(layer), []))[1].append(layer)
-        for opt, layers in groups.values():
+        hit = self._map_lists.get(id(layer_list))
+        if hit is None or hit[0] is not layer_list:
+            groups: dict = {}
+            for layer in layer_list:
+                groups.setdefault(self._pick(layer), []).append(layer)
+            hit = self._map_lists[id(layer_list)] = (layer_list, groups)
+        self.map_list = hit[1]
+        for opt, layers in self.map_list.items():
             opt.optimize(layers, epoch)
