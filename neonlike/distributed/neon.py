@@ -87,6 +87,9 @@ class _ReduceCost(Callback):
         self.comm = comm
         self.MPI = mpi()
 
+    def on_train_end(self, callback_data: dict, model: Any) -> None:
+        model.layers.bprop_hook = None             # set again by the next distributed fit()
+
     def on_minibatch_end(self, callback_data: dict, model: Any, epoch: int, minibatch: int) -> None:
         if minibatch + 1 == model.nbatches:
             total = model.total_cost
@@ -133,6 +136,7 @@ class DistributedOptimizer(Optimizer):
         self.broadcast(model)
         if not isinstance(dataset, ShardIterator):
             dataset = ShardIterator(dataset, self.comm, self.shuffle, self.seed)
+        dataset.epoch = model.epoch_index           # a later fit() goes on with the next shuffle
         if callbacks is None:
             callbacks = Callbacks(model, progress_bar=False)
         if not self.is_root:
