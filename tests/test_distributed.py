@@ -79,6 +79,21 @@ def test_singa_dist_opt_keeps_ranks_identical(tmp_path):
 
 
 @needs_mpi
+def test_mnist_mlp_with_mpi_prints_and_saves_on_rank_0_only(tmp_path):
+    example = str(Path(__file__).parents[1] / "examples" / "mnist_mlp.py")
+    ckpt = tmp_path / "ckpt.pkl"
+    done = subprocess.run([_mpiexec(), "-n", "2", sys.executable, example, "--mpi", "-e", "2",
+                           "-z", "32", "-b", "cpu", "-w", str(tmp_path), "-s", str(ckpt),
+                           "--serialize", "1"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **ONE_THREAD})
+    out = check(done)
+    assert out.count("Epoch 0 ") == out.count("Epoch 1 ") == 1, out
+    assert out.count("Misclassification error") == 1, out
+    assert "22/22 batches" in out, out              # 1438 digits // (2 ranks x 32)
+    assert ckpt.exists()
+
+
+@needs_mpi
 def test_a_failing_rank_aborts_every_rank_within_seconds(tmp_path):
     t0 = time.perf_counter()
     done = run(["raise", str(tmp_path)], timeout=60)
