@@ -2,7 +2,11 @@
 from .container import Sequential
 from .layer import (Activation, Affine, BatchNorm, Bias, CompoundLayer, Conv, Convolution, Dropout,
                     GeneralizedCost, Layer, Linear, LookupTable, ParameterLayer, Pooling)
+from .recurrent import (GRU, LSTM, BiBNRNN, BiLSTM, BiRNN, BiSum, DeepBiLSTM, DeepBiRNN, Recurrent,
+                        RecurrentLast, RecurrentMean, RecurrentOutput, RecurrentSum)
 
 __all__ = ["Layer", "ParameterLayer", "Linear", "Bias", "Activation", "Affine", "Conv", "Convolution",
            "Pooling", "BatchNorm", "Dropout", "LookupTable", "Sequential", "GeneralizedCost",
-           "CompoundLayer"]
+           "CompoundLayer", "Recurrent", "LSTM", "GRU", "BiRNN", "BiBNRNN", "BiLSTM", "BiSum",
+           "DeepBiRNN", "DeepBiLSTM", "RecurrentOutput", "RecurrentSum", "RecurrentMean",
+           "RecurrentLast"]

@@ -1,0 +1,944 @@
+"""neon's recurrent layers (neon.layers.recurrent): Recurrent, LSTM, GRU, the bi-directional
+BiRNN / BiBNRNN / BiLSTM (and their stacks DeepBiRNN / DeepBiLSTM), BiSum, and RecurrentSum /
+RecurrentMean / RecurrentLast, which collapse the time axis.
+
+Layout (neon's): a sequence of T steps of a minibatch of N is one (features, T * N) buffer, time
+major: columns t*N .. t*N + N - 1 hold step t. `get_steps` cuts such a buffer into T (features, N)
+views. Parameters are neon's too: one W of shape (nin + nout + 1, ngates * nout) (twice that for
+the bi-directional layers) with the views W_input (ngates*nout, nin), W_recur (ngates*nout, nout)
+and b (ngates*nout, 1), and dW with the views dW_input, dW_recur, db; gates are stacked in rows in
+neon's order (LSTM: input, forget, output, cell candidate; GRU: reset, update, candidate).
+
+Each step is one GEMM (`be.compound_dot` on step views) and a few fused `out[:] = tree` kernels;
+the input projections, the weight gradients and the error sent to the previous layer are one GEMM
+each over all steps.
+
+State: a layer is stateful as in neon (reset_cells=False) when fprop is given the same input
+tensor again (a data iterator's buffer): the first step then starts from the last step of the
+previous call. A new input tensor, or reset_cells=True, starts from zeros; `init_state` starts
+from the given (nout, N) state. Unlike neon, the starting state's term is in the gradients
+(dW_recur gets delta_0 @ h0.T, the LSTM forget gate sees c0), so they are the exact gradients of
+the function computed, and bprop does not write into the error it is given.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from .layer import Layer, ParameterLayer
+
+
+def get_steps(x: Any, shape: Sequence[int]) -> list:
+    """A (features, steps * batch) array or tensor as a list of `steps` (features, batch) views."""
+    steps = int(shape[-1])
+    if x is None:
+        return [None] * steps
+    rows = int(math.prod(shape[:-1]))
+    if x.ndim != 2 or x.shape[0] != rows:
+        x = x.reshape(rows, -1)
+    if x.shape[1] % steps:
+        raise ValueError(f"get_steps: {x.shape[1]} columns do not split into {steps} steps "
+                         f"(shape {tuple(x.shape)}, expected (features, steps * batch))")
+    n = x.shape[1] // steps
+    return [x[:, s * n:(s + 1) * n] for s in range(steps)]
+
+
+def interpret_in_shape(xshape: Any) -> tuple:
+    """(features, steps) of a previous layer's output shape: an int or a 1-tuple is one step."""
+    if isinstance(xshape, (int, np.integer)):
+        return int(xshape), 1
+    xshape = tuple(int(d) for d in xshape)
+    if len(xshape) == 1:
+        return xshape[0], 1
+    if len(xshape) == 2:
+        return xshape
+    return int(math.prod(xshape[:-1])), xshape[-1]
+
+
+def _rows(x: Any, rows: int, cols: int, who: str) -> Any:
+    """x as a (rows, cols) view, with an error naming both shapes where it cannot be one."""
+    if tuple(x.shape) == (rows, cols):
+        return x
+    if x.size != rows * cols:
+        raise ValueError(f"{who}: expected inputs of {rows} features x {cols} columns (steps * "
+                         f"batch), got shape {tuple(x.shape)}")
+    return x.reshape(rows, cols)
+
+
+def _recur_grad(be: Any, dW: Any, delta: Any, h: Any, h0: Any, n: int, reverse: bool) -> None:
+    """dW = sum over steps of delta[t] @ h_prev[t].T, where h_prev is the step before in the
+    direction of travel (h0 for the first step): two GEMMs over all steps."""
+    first, rest = (delta[:, -n:], delta[:, :-n]) if reverse else (delta[:, :n], delta[:, n:])
+    be.compound_dot(first, h0.T, dW)
+    if delta.shape[1] > n:
+        prev = h[:, n:] if reverse else h[:, :-n]
+        be.compound_dot(rest, prev.T, dW, beta=1.0)
+
+
+def _in_order(steps: list, reverse: bool) -> list:
+    return steps[::-1] if reverse else steps
+
+
+class _Gates:
+    """Row slices of a list of (ngates * nout, N) step views: gate k is rows k*nout..(k+1)*nout."""
+
+    def __init__(self, steps: list, nout: int) -> None:
+        self.steps = steps
+        self.nout = nout
+
+    def rows(self, first: int, last: int) -> list:
+        return [s[first * self.nout:last * self.nout] for s in self.steps]
+
+
+# ---------------------------------------------------------------------------------------------
+# LSTM and GRU step loops, over lists in the order of travel (the same code runs both halves of
+# a BiLSTM: the backward half's lists are reversed)
+# ---------------------------------------------------------------------------------------------
+
+def _lstm_fprop(be: Any, W_recur: Any, S: dict, act: Any, gate: Any) -> None:
+    for k in range(len(S["h"])):
+        be.compound_dot(W_recur, S["h_prev"][k], S["ifog"][k], beta=1.0)
+        S["ifo"][k][:] = gate(S["ifo"][k])
+        S["g"][k][:] = act(S["g"][k])
+        S["c"][k][:] = S["f"][k] * S["c_prev"][k] + S["i"][k] * S["g"][k]
+        S["c_act"][k][:] = act(S["c"][k])
+        S["h"][k][:] = S["o"][k] * S["c_act"][k]
+
+
+def _lstm_bprop(be: Any, W_recur_T: Any, S: dict, act: Any, gate: Any, h0_err: Any,
+                c0_err: Any) -> None:
+    """S["dh"] holds the errors of the outputs on entry; leaves the pre-activation gate errors in
+    S["ifog_d"] and the errors of the starting state in h0_err, c0_err."""
+    n = len(S["h"])
+    for k in reversed(range(n)):
+        dh, c_d = S["dh"][k], S["c_d"][k]
+        if k < n - 1:
+            be.compound_dot(W_recur_T, S["ifog_d"][k + 1], dh, beta=1.0)
+            c_d[:] = act.bprop(S["c_act"][k]) * S["o"][k] * dh + S["c_d"][k + 1] * S["f"][k + 1]
+        else:
+            c_d[:] = act.bprop(S["c_act"][k]) * S["o"][k] * dh
+        S["i_d"][k][:] = gate.bprop(S["i"][k]) * c_d * S["g"][k]
+        S["f_d"][k][:] = gate.bprop(S["f"][k]) * c_d * S["c_prev"][k]
+        S["o_d"][k][:] = gate.bprop(S["o"][k]) * dh * S["c_act"][k]
+        S["g_d"][k][:] = act.bprop(S["g"][k]) * c_d * S["i"][k]
+    be.compound_dot(W_recur_T, S["ifog_d"][0], h0_err)
+    c0_err[:] = S["c_d"][0] * S["f"][0]
+
+
+def _lstm_lists(ifog: list, ifog_d: list | None, nout: int) -> dict:
+    g, S = _Gates(ifog, nout), {"ifog": ifog}
+    S.update(ifo=g.rows(0, 3), i=g.rows(0, 1), f=g.rows(1, 2), o=g.rows(2, 3), g=g.rows(3, 4))
+    if ifog_d is not None:
+        d = _Gates(ifog_d, nout)
+        S.update(ifog_d=ifog_d, i_d=d.rows(0, 1), f_d=d.rows(1, 2), o_d=d.rows(2, 3),
+                 g_d=d.rows(3, 4))
+    return S
+
+
+# ---------------------------------------------------------------------------------------------
+# Recurrent
+# ---------------------------------------------------------------------------------------------
+
+class Recurrent(ParameterLayer):
+    """Basic recurrent layer: h[t] = activation(W_input @ x[t] + W_recur @ h[t-1] + b).
+
+    Arguments (neon's): output_size (int, hidden units), init (Initializer of the input weights,
+    and of the recurrent ones unless init_inner is given; biases start at zero), init_inner,
+    activation (Transform, required), reset_cells (False: stateful, see the module docstring),
+    name.
+    """
+
+    nin: Any = None          # set by configure (a plain attribute here, as in neon)
+    ngates = 1
+
+    def __init__(self, output_size: int, init: Any, init_inner: Any = None, activation: Any = None,
+                 reset_cells: bool = False, name: str | None = None) -> None:
+        if activation is None:
+            raise ValueError(f"{type(self).__name__}: activation is required (e.g. Tanh())")
+        if not isinstance(output_size, (int, np.integer)) or output_size <= 0:
+            raise ValueError(f"{type(self).__name__}: output_size must be a positive int, got "
+                             f"{output_size!r}")
+        super().__init__(init, name)
+        self.nout = self.output_size = self.h_nout = int(output_size)
+        self.activation = activation
+        self.init_inner = init_inner
+        self.reset_cells = reset_cells
+        self.x: Any = None
+        self.xs: Any = None
+        self._x_src: Any = None
+        self.W_input: Any = None
+        self.nsteps = 0
+
+    def __str__(self) -> str:
+        return (f"{type(self).__name__} Layer '{self.name}': {self.nin} inputs, {self.nout} "
+                f"outputs, {self.nsteps} steps")
+
+    # ---------------------------------------------------------------- set-up
+    def configure(self, in_obj: Any) -> Layer:
+        super().configure(in_obj)
+        self.nin, self.nsteps = interpret_in_shape(self.in_shape)
+        self.i_shape = (self.nin, self.nsteps)
+        self.out_shape = (self.nout, self.nsteps)
+        self.gate_shape = (self.nout * self.ngates, self.nsteps)
+        self.weight_shape = (self.nout, self.nin)
+        return self
+
+    def allocate(self, shared_outputs: Any = None) -> None:
+        Layer.allocate(self, shared_outputs)
+        be = self.be
+        self.h = get_steps(self.outputs, self.out_shape)
+        self.h0 = be.iobuf(self.nout)                    # the state before the first step
+        self.h_prev = [self.h0] + self.h[:-1]
+        self.final_state_buffer = be.iobuf(self.nout)
+        self.h_delta_buffer = be.iobuf(self.out_shape)   # errors of the outputs, then of the
+        self.h_delta = get_steps(self.h_delta_buffer, self.out_shape)   # pre-activations
+        self.final_hidden_error = be.iobuf(self.nout)
+        self.init_params(self.weight_shape)
+        self._allocate_cells()
+
+    def _allocate_cells(self) -> None:
+        self.h_ff_buffer = self.be.zeros_like(self.outputs)
+        self.h_ff = get_steps(self.h_ff_buffer, self.out_shape)
+
+    def set_deltas(self, delta_buffers: Any = None) -> None:
+        super().set_deltas(delta_buffers)
+        self.out_deltas_buffer = self.deltas
+        self.out_delta = get_steps(self.deltas, self.i_shape)
+
+    def init_params(self, shape: tuple) -> None:
+        """W (nin + nout + 1, ngates * nout) and dW, with neon's views; filled when new."""
+        nout, nin = shape
+        g = self.ngates * nout
+        wshape = (nin + nout + 1, g)
+        fill = self.W is None
+        if fill:
+            self.W = self.be.empty(wshape, name=f"{self.name}_W")
+        elif tuple(self.W.shape) != wshape:
+            raise ValueError(f"{self.name}: weights of shape {wshape} expected for {nin} inputs "
+                             f"and {nout} outputs, found {tuple(self.W.shape)}")
+        if self.dW is None or tuple(self.dW.shape) != wshape:
+            self.dW = self.be.zeros_like(self.W, name=f"{self.name}_dW")
+        self.W_input = self.W[:nin].reshape((g, nin))
+        self.W_recur = self.W[nin:-1].reshape((g, nout))
+        self.b = self.W[-1:].reshape((g, 1))
+        self.dW_input = self.dW[:nin].reshape((g, nin))
+        self.dW_recur = self.dW[nin:-1].reshape((g, nout))
+        self.db = self.dW[-1:].reshape((g, 1))
+        if fill:
+            self._fill([self.W_input], [self.W_recur], [self.b], nout)
+
+    def _fill(self, inputs: list, recurs: list, biases: list, nout: int) -> None:
+        """neon's initialisation: each gate's block filled on its own; biases zero."""
+        for W, initfunc in [(w, self.init) for w in inputs] + \
+                [(w, self.init_inner or self.init) for w in recurs]:
+            for k in range(self.ngates):
+                initfunc.fill(W[k * nout:(k + 1) * nout])
+        for b in biases:
+            b[:] = 0.0
+
+    # ---------------------------------------------------------------- running
+    def init_buffers(self, inputs: Any) -> bool:
+        """Take `inputs` as (nin, steps * batch); True when it is a new input tensor."""
+        if self.x is not None and inputs is self._x_src:
+            return False
+        cols = self.nsteps * self.be.bsz
+        self.x = _rows(inputs, self.nin, cols, self.name)
+        self._x_src = inputs
+        self.xs = get_steps(self.x, self.i_shape)
+        return True
+
+    def _start(self, fresh: bool, init_state: Any, pairs: list) -> None:
+        """Set each (start, carried) state pair: init_state (first pair only), zeros, or the
+        carried final state of the previous call."""
+        for k, (start, carried) in enumerate(pairs):
+            if init_state is not None and k == 0:
+                if tuple(init_state.shape) != tuple(start.shape):
+                    raise ValueError(f"{self.name}: init_state of shape {tuple(start.shape)} "
+                                     f"(nout, batch) expected, got {tuple(init_state.shape)}")
+                start[:] = init_state
+            elif fresh or self.reset_cells:
+                start[:] = 0.0
+            else:
+                start[:] = carried
+
+    def fprop(self, inputs: Any, inference: bool = False, init_state: Any = None) -> Any:
+        fresh = self.init_buffers(inputs)
+        self._start(fresh, init_state, [(self.h0, self.final_state_buffer)])
+        be = self.be
+        be.compound_dot(self.W_input, self.x, self.h_ff_buffer)
+        be.compound_rnn_unroll_fprop(self.W_recur, self.h_prev, self.h_ff, self.h, self.b,
+                                     self.nout, self.nsteps, self.nsteps, self.activation)
+        self.final_state_buffer[:] = self.h[-1]
+        return self.outputs
+
+    def _take_error(self, deltas: Any) -> None:
+        shape = tuple(self.outputs.shape)
+        if tuple(deltas.shape) != shape:
+            raise ValueError(f"{self.name}: bprop expected errors of shape {shape} (nout, steps "
+                             f"* batch), got {tuple(deltas.shape)}")
+        self.h_delta_buffer[:] = deltas
+
+    def _input_grads(self, d: Any, W_input: Any, dW_input: Any, db: Any, x: Any, out: Any,
+                     alpha: float, beta: float) -> None:
+        be = self.be
+        be.compound_dot(d, x.T, dW_input)
+        db[:] = be.sum(d, axis=1)
+        if out is not None:
+            be.compound_dot(W_input.T, d, out, alpha=alpha, beta=beta)
+
+    def _deltas_2d(self, deltas: Any, rows: int) -> Any:
+        return None if deltas is None else deltas.reshape(rows, -1)
+
+    def bprop(self, deltas: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
+        self._take_error(deltas)
+        be, d = self.be, self.h_delta_buffer
+        self.final_hidden_error[:] = 0.0
+        be.compound_rnn_unroll_bprop(self.W_recur.T, [self.final_hidden_error] + self.h_delta[:-1],
+                                     self.h_delta, self.h, self.nout, self.nsteps, self.nsteps,
+                                     self.activation)
+        _recur_grad(be, self.dW_recur, d, self.outputs, self.h0, self.be.bsz, False)
+        self._input_grads(d, self.W_input, self.dW_input, self.db, self.x,
+                          self._deltas_2d(self.out_deltas_buffer, self.nin), alpha, beta)
+        return self.out_deltas_buffer
+
+    def final_state(self) -> Any:
+        """The last step's output (sequence-to-sequence models)."""
+        return self.final_state_buffer
+
+    def get_final_hidden_error(self) -> Any:
+        """The error of the starting state after bprop (sequence-to-sequence models)."""
+        return self.final_hidden_error
+
+
+# ---------------------------------------------------------------------------------------------
+# LSTM
+# ---------------------------------------------------------------------------------------------
+
+class LSTM(Recurrent):
+    """Long Short-Term Memory (Hochreiter and Schmidhuber, 1997).
+
+    Gates in neon's row order: input i, forget f, output o (gate_activation), cell candidate g
+    (activation); c[t] = f*c[t-1] + i*g, h[t] = o*activation(c[t]). Buffers as neon's:
+    ifog_buffer (the activated gates), c_buffer, c_act_buffer, ifog_delta_buffer.
+    """
+
+    ngates = 4
+
+    def __init__(self, output_size: int, init: Any, init_inner: Any = None, activation: Any = None,
+                 gate_activation: Any = None, reset_cells: bool = False,
+                 name: str | None = None) -> None:
+        if gate_activation is None:
+            raise ValueError(f"{type(self).__name__}: gate_activation is required "
+                             f"(e.g. Logistic())")
+        super().__init__(output_size, init, init_inner, activation, reset_cells, name)
+        self.gate_activation = gate_activation
+
+    def _allocate_cells(self) -> None:
+        be = self.be
+        self.c_buffer = be.iobuf(self.out_shape)
+        self.c = get_steps(self.c_buffer, self.out_shape)
+        self.c0 = be.iobuf(self.nout)
+        self.final_cell_buffer = be.iobuf(self.nout)
+        self.c_prev = [self.c0] + self.c[:-1]
+        self.c_act_buffer = be.iobuf(self.out_shape)
+        self.c_act = get_steps(self.c_act_buffer, self.out_shape)
+        self.ifog_buffer = be.iobuf(self.gate_shape)
+        self.ifog_delta_buffer = be.iobuf(self.gate_shape)
+        self.c_delta_buffer = be.iobuf(self.out_shape)
+        self.final_cell_error = be.iobuf(self.nout)
+        S = _lstm_lists(get_steps(self.ifog_buffer, self.gate_shape),
+                        get_steps(self.ifog_delta_buffer, self.gate_shape), self.nout)
+        S.update(h=self.h, h_prev=self.h_prev, c=self.c, c_prev=self.c_prev, c_act=self.c_act,
+                 dh=self.h_delta, c_d=get_steps(self.c_delta_buffer, self.out_shape))
+        self._S = S
+        for key in ("ifog", "ifo", "i", "f", "o", "g"):
+            setattr(self, key, S[key])
+
+    def fprop(self, inputs: Any, inference: bool = False, init_state: Any = None) -> Any:
+        fresh = self.init_buffers(inputs)
+        self._start(fresh, init_state, [(self.h0, self.final_state_buffer),
+                                        (self.c0, self.final_cell_buffer)])
+        be = self.be
+        be.compound_dot(self.W_input, self.x, self.ifog_buffer)
+        self.ifog_buffer[:] = self.ifog_buffer + self.b
+        _lstm_fprop(be, self.W_recur, self._S, self.activation, self.gate_activation)
+        self.final_state_buffer[:] = self.h[-1]
+        self.final_cell_buffer[:] = self.c[-1]
+        return self.outputs
+
+    def bprop(self, deltas: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
+        self._take_error(deltas)
+        be, d = self.be, self.ifog_delta_buffer
+        _lstm_bprop(be, self.W_recur.T, self._S, self.activation, self.gate_activation,
+                    self.final_hidden_error, self.final_cell_error)
+        _recur_grad(be, self.dW_recur, d, self.outputs, self.h0, be.bsz, False)
+        self._input_grads(d, self.W_input, self.dW_input, self.db, self.x,
+                          self._deltas_2d(self.out_deltas_buffer, self.nin), alpha, beta)
+        return self.out_deltas_buffer
+
+
+# ---------------------------------------------------------------------------------------------
+# GRU
+# ---------------------------------------------------------------------------------------------
+
+class GRU(Recurrent):
+    """Gated Recurrent Unit (Cho et al., 2014), neon's form: r, z = gate_activation(...),
+    hcan = activation(W_input_c x + W_recur_c (r * h_prev) + b_c), h = (1 - z) h_prev + z hcan.
+    Buffers as neon's: rzhcan_buffer (activated r, z, hcan), rh_prev_buffer, rzhcan_delta_buffer
+    (the pre-activation errors)."""
+
+    ngates = 3
+
+    def __init__(self, output_size: int, init: Any, init_inner: Any = None, activation: Any = None,
+                 gate_activation: Any = None, reset_cells: bool = False,
+                 name: str | None = None) -> None:
+        if gate_activation is None:
+            raise ValueError("GRU: gate_activation is required (e.g. Logistic())")
+        super().__init__(output_size, init, init_inner, activation, reset_cells, name)
+        self.gate_activation = gate_activation
+
+    def init_params(self, shape: tuple) -> None:
+        super().init_params(shape)
+        n = shape[0]
+        self.Wrz_recur, self.Whcan_recur = self.W_recur[:2 * n], self.W_recur[2 * n:]
+        self.b_rz, self.b_hcan = self.b[:2 * n], self.b[2 * n:]
+        self.dWrz_recur, self.dWhcan_recur = self.dW_recur[:2 * n], self.dW_recur[2 * n:]
+
+    def _allocate_cells(self) -> None:
+        be, n = self.be, self.nout
+        self.rh_prev_buffer = be.iobuf(self.out_shape)
+        self.rh_prev = get_steps(self.rh_prev_buffer, self.out_shape)
+        self.wrc_T_dc = be.iobuf(n)
+        self.rzhcan_buffer = be.iobuf(self.gate_shape)
+        self.rzhcan = get_steps(self.rzhcan_buffer, self.gate_shape)
+        self.rzhcan_delta_buffer = be.iobuf(self.gate_shape)
+        self.rzhcan_delta = get_steps(self.rzhcan_delta_buffer, self.gate_shape)
+        g, d = _Gates(self.rzhcan, n), _Gates(self.rzhcan_delta, n)
+        self.rz, self.r, self.z, self.hcan = g.rows(0, 2), g.rows(0, 1), g.rows(1, 2), g.rows(2, 3)
+        self.rz_delta, self.r_delta = d.rows(0, 2), d.rows(0, 1)
+        self.z_delta, self.hcan_delta = d.rows(1, 2), d.rows(2, 3)
+
+    def fprop(self, inputs: Any, inference: bool = False, init_state: Any = None) -> Any:
+        fresh = self.init_buffers(inputs)
+        self._start(fresh, init_state, [(self.h0, self.final_state_buffer)])
+        be, act, gate = self.be, self.activation, self.gate_activation
+        be.compound_dot(self.W_input, self.x, self.rzhcan_buffer)
+        self.rzhcan_buffer[:] = self.rzhcan_buffer + self.b
+        for h, h_prev, rh_prev, rz, r, z, hcan in zip(self.h, self.h_prev, self.rh_prev, self.rz,
+                                                      self.r, self.z, self.hcan):
+            be.compound_dot(self.Wrz_recur, h_prev, rz, beta=1.0)
+            rz[:] = gate(rz)
+            rh_prev[:] = r * h_prev
+            be.compound_dot(self.Whcan_recur, rh_prev, hcan, beta=1.0)
+            hcan[:] = act(hcan)
+            h[:] = h_prev + z * (hcan - h_prev)
+        self.final_state_buffer[:] = self.h[-1]
+        return self.outputs
+
+    def bprop(self, deltas: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
+        self._take_error(deltas)
+        be, act, gate, n = self.be, self.activation, self.gate_activation, self.be.bsz
+        dh_prev = [self.final_hidden_error] + self.h_delta[:-1]
+        self.final_hidden_error[:] = 0.0
+        wrc = self.wrc_T_dc
+        for t in reversed(range(self.nsteps)):
+            dh, z, r, h_prev = self.h_delta[t], self.z[t], self.r[t], self.h_prev[t]
+            self.hcan_delta[t][:] = act.bprop(self.hcan[t]) * dh * z
+            self.z_delta[t][:] = gate.bprop(z) * dh * (self.hcan[t] - h_prev)
+            be.compound_dot(self.Whcan_recur.T, self.hcan_delta[t], wrc)
+            self.r_delta[t][:] = gate.bprop(r) * wrc * h_prev
+            dh_prev[t][:] = dh_prev[t] + dh * (1.0 - z) + r * wrc
+            be.compound_dot(self.Wrz_recur.T, self.rz_delta[t], dh_prev[t], beta=1.0)
+        d = self.rzhcan_delta_buffer
+        _recur_grad(be, self.dWrz_recur, d[:2 * self.nout], self.outputs, self.h0, n, False)
+        be.compound_dot(d[2 * self.nout:], self.rh_prev_buffer.T, self.dWhcan_recur)
+        self._input_grads(d, self.W_input, self.dW_input, self.db, self.x,
+                          self._deltas_2d(self.out_deltas_buffer, self.nin), alpha, beta)
+        return self.out_deltas_buffer
+
+
+# ---------------------------------------------------------------------------------------------
+# Collapsing the time axis
+# ---------------------------------------------------------------------------------------------
+
+class RecurrentOutput(Layer):
+    """Base of the layers that combine a recurrent layer's outputs over time into (nin, batch);
+    no parameters."""
+
+    nin: Any = None
+
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__(name)
+        self.owns_output = self.owns_delta = True
+        self.x: Any = None
+        self.nsteps = 0
+
+    def __str__(self) -> str:
+        return (f"RecurrentOutput choice {self.name} : ({self.nin}, {self.nsteps}) inputs, "
+                f"{self.nin} outputs")
+
+    def configure(self, in_obj: Any) -> Layer:
+        super().configure(in_obj)
+        self.nin, self.nsteps = interpret_in_shape(self.in_shape)
+        self.out_shape = (self.nin, 1)
+        return self
+
+    def set_deltas(self, delta_buffers: Any = None) -> None:
+        super().set_deltas(delta_buffers)
+        self.deltas_buffer = self.deltas
+        self.delta_steps = [] if self.deltas is None else \
+            get_steps(self.deltas, (self.nin, self.nsteps))
+
+    def init_buffers(self, inputs: Any) -> None:
+        if self.x is None or self.x is not inputs:
+            self.x = inputs
+            self.xs = get_steps(_rows(inputs, self.nin, self.nsteps * self.be.bsz, self.name),
+                                (self.nin, self.nsteps))
+
+
+class RecurrentSum(RecurrentOutput):
+    """Sum of the outputs over time steps."""
+
+    sumscale = 1.0
+
+    def fprop(self, inputs: Any, inference: bool = False) -> Any:
+        self.init_buffers(inputs)
+        tree = self.xs[0]
+        for x in self.xs[1:]:
+            tree = tree + x
+        self.outputs[:] = tree if self.sumscale == 1.0 else tree * self.sumscale
+        return self.outputs
+
+    def bprop(self, error: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
+        scale = alpha * self.sumscale
+        for delta in self.delta_steps:
+            delta[:] = scale * error if beta == 0 else scale * error + beta * delta
+        return self.deltas_buffer
+
+
+class RecurrentMean(RecurrentSum):
+    """Mean of the outputs over time steps."""
+
+    def configure(self, in_obj: Any) -> Layer:
+        super().configure(in_obj)
+        self.sumscale = 1.0 / self.nsteps
+        return self
+
+
+class RecurrentLast(RecurrentOutput):
+    """The output of the last time step."""
+
+    def fprop(self, inputs: Any, inference: bool = False) -> Any:
+        self.init_buffers(inputs)
+        self.outputs[:] = self.xs[-1]
+        return self.outputs
+
+    def bprop(self, error: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
+        if self.delta_steps:
+            self.deltas_buffer[:] = 0.0
+            self.delta_steps[-1][:] = alpha * error
+        return self.deltas_buffer
+
+
+# ---------------------------------------------------------------------------------------------
+# Bi-directional layers
+# ---------------------------------------------------------------------------------------------
+
+class BiRNN(Recurrent):
+    """Bi-directional recurrent layer: a forward and a backward (last step first) Recurrent side
+    by side; outputs (2 * nout, steps * batch), forward half first. split_inputs=True: the
+    first half of the input features feeds the forward half, the second the backward one.
+    Parameters: W (2 * (nin + nout + 1), ngates * nout) with the views W_input_f/_b,
+    W_recur_f/_b, b_f/_b (and the d-prefixed gradients)."""
+
+    def __init__(self, output_size: int, init: Any, init_inner: Any = None, activation: Any = None,
+                 reset_cells: bool = False, split_inputs: bool = False, name: str | None = None,
+                 parallelism: str = "Data") -> None:
+        super().__init__(output_size, init, init_inner, activation, reset_cells, name)
+        self.split_inputs = split_inputs
+        self.parallelism = parallelism
+
+    def __str__(self) -> str:
+        ins = f"({self.nin // 2} inputs) * 2" if self.split_inputs else f"{self.nin} inputs"
+        return (f"{type(self).__name__} Layer '{self.name}': {ins}, ({self.nout} outputs) * 2, "
+                f"{self.nsteps} steps")
+
+    def configure(self, in_obj: Any) -> Layer:
+        Layer.configure(self, in_obj)
+        self.nin, self.nsteps = interpret_in_shape(self.in_shape)
+        if self.split_inputs and self.nin % 2:
+            raise ValueError(f"{self.name}: split_inputs=True needs an even number of input "
+                             f"features, got {self.nin}")
+        self.out_shape = (2 * self.nout, self.nsteps)
+        self.gate_shape = (2 * self.nout * self.ngates, self.nsteps)
+        self.o_shape = (self.nout, self.nsteps)
+        self.g_shape = (self.nout * self.ngates, self.nsteps)
+        self.i_shape = (self.nin // 2 if self.split_inputs else self.nin, self.nsteps)
+        self.weight_shape = (self.nout, self.nin)
+        return self
+
+    def allocate(self, shared_outputs: Any = None) -> None:
+        Layer.allocate(self, shared_outputs)
+        be, n = self.be, self.nout
+        self.h_buffer = self.outputs
+        self.h_buffer_f, self.h_buffer_b = self.outputs[:n], self.outputs[n:]
+        self.h_f = get_steps(self.h_buffer_f, self.o_shape)
+        self.h_b = get_steps(self.h_buffer_b, self.o_shape)
+        self.h0_f, self.h0_b = be.iobuf(n), be.iobuf(n)
+        self.h_prev = [self.h0_f] + self.h_f[:-1]
+        self.h_next = self.h_b[1:] + [self.h0_b]
+        self.final_f, self.final_b = be.iobuf(n), be.iobuf(n)
+        self.h_delta_buffer = be.iobuf(self.out_shape)
+        self.h_delta_f = get_steps(self.h_delta_buffer[:n], self.o_shape)
+        self.h_delta_b = get_steps(self.h_delta_buffer[n:], self.o_shape)
+        self.final_hidden_error_f, self.final_hidden_error_b = be.iobuf(n), be.iobuf(n)
+        self.final_hidden_error = self.final_hidden_error_f
+        self.init_params(self.weight_shape)
+        self._allocate_cells()
+
+    def _allocate_cells(self) -> None:
+        n = self.nout
+        self.h_ff_buffer = self.be.zeros_like(self.outputs)
+        self.h_ff_f = get_steps(self.h_ff_buffer[:n], self.o_shape)
+        self.h_ff_b = get_steps(self.h_ff_buffer[n:], self.o_shape)
+
+    def set_deltas(self, delta_buffers: Any = None) -> None:
+        Layer.set_deltas(self, delta_buffers)
+        self.out_deltas_buffer = self.deltas
+        nin = self.i_shape[0]
+        if self.deltas is None:
+            self.out_deltas_buffer_f = self.out_deltas_buffer_b = None
+        elif self.split_inputs:
+            d = self.deltas.reshape(self.nin, -1)
+            self.out_deltas_buffer_f, self.out_deltas_buffer_b = d[:nin], d[nin:]
+        else:
+            self.out_deltas_buffer_f = self.out_deltas_buffer_b = self.deltas.reshape(nin, -1)
+
+    def init_params(self, shape: tuple) -> None:
+        nout, nin = self.nout, self.i_shape[0]
+        g = self.ngates * nout
+        wshape = (2 * (nin + nout + 1), g)
+        fill = self.W is None
+        if fill:
+            self.W = self.be.empty(wshape, name=f"{self.name}_W")
+        elif tuple(self.W.shape) != wshape:
+            raise ValueError(f"{self.name}: weights of shape {wshape} expected for {nin} inputs "
+                             f"and {nout} outputs a direction, found {tuple(self.W.shape)}")
+        if self.dW is None or tuple(self.dW.shape) != wshape:
+            self.dW = self.be.zeros_like(self.W, name=f"{self.name}_dW")
+        cuts = {"input_f": (0, nin), "input_b": (nin, 2 * nin),
+                "recur_f": (2 * nin, 2 * nin + nout), "recur_b": (2 * nin + nout, 2 * nin + 2 * nout)}
+        for key, (lo, hi) in cuts.items():
+            setattr(self, "W_" + key, self.W[lo:hi].reshape((g, hi - lo)))
+            setattr(self, "dW_" + key, self.dW[lo:hi].reshape((g, hi - lo)))
+        rows = wshape[0]
+        self.b_f, self.b_b = (self.W[rows - 2:rows - 1].reshape((g, 1)),
+                              self.W[rows - 1:].reshape((g, 1)))
+        self.db_f, self.db_b = (self.dW[rows - 2:rows - 1].reshape((g, 1)),
+                                self.dW[rows - 1:].reshape((g, 1)))
+        if fill:
+            self._fill([self.W_input_f, self.W_input_b], [self.W_recur_f, self.W_recur_b],
+                       [self.b_f, self.b_b], nout)
+
+    def init_buffers(self, inputs: Any) -> bool:
+        fresh = super().init_buffers(inputs)
+        if fresh:
+            nin = self.i_shape[0]
+            self.x_f, self.x_b = (self.x[:nin], self.x[nin:]) if self.split_inputs else \
+                (self.x, self.x)
+            self.xs_f = get_steps(self.x_f, self.i_shape)
+            self.xs_b = get_steps(self.x_b, self.i_shape)
+        return fresh
+
+    def _start_bi(self, fresh: bool, pairs: list) -> None:
+        for start, carried in pairs:
+            if fresh or self.reset_cells:
+                start[:] = 0.0
+            else:
+                start[:] = carried
+
+    def _feed_forward(self, ff_f: Any, ff_b: Any) -> None:
+        self.be.compound_dot(self.W_input_f, self.x_f, ff_f)
+        self.be.compound_dot(self.W_input_b, self.x_b, ff_b)
+
+    def fprop(self, inputs: Any, inference: bool = False) -> Any:
+        fresh = self.init_buffers(inputs)
+        self._start_bi(fresh, [(self.h0_f, self.final_f), (self.h0_b, self.final_b)])
+        n = self.nout
+        self._feed_forward(self.h_ff_buffer[:n], self.h_ff_buffer[n:])
+        self._unroll()
+        self.final_f[:] = self.h_f[-1]
+        self.final_b[:] = self.h_b[0]
+        return self.h_buffer
+
+    def _unroll(self) -> None:
+        be, T = self.be, self.nsteps
+        be.compound_rnn_unroll_fprop(self.W_recur_f, self.h_prev, self.h_ff_f, self.h_f,
+                                     self.b_f, self.nout, T, T, self.activation, False)
+        be.compound_rnn_unroll_fprop(self.W_recur_b, self.h_next, self.h_ff_b, self.h_b,
+                                     self.b_b, self.nout, T, T, self.activation, True)
+
+    def _unroll_bprop(self) -> None:
+        be, T = self.be, self.nsteps
+        self.final_hidden_error_f[:] = 0.0
+        self.final_hidden_error_b[:] = 0.0
+        be.compound_rnn_unroll_bprop(self.W_recur_f.T,
+                                     [self.final_hidden_error_f] + self.h_delta_f[:-1],
+                                     self.h_delta_f, self.h_f, self.nout, T, T,
+                                     self.activation, True)
+        be.compound_rnn_unroll_bprop(self.W_recur_b.T,
+                                     self.h_delta_b[1:] + [self.final_hidden_error_b],
+                                     self.h_delta_b, self.h_b, self.nout, T, T,
+                                     self.activation, False)
+
+    def _bi_grads(self, d_f: Any, d_b: Any, alpha: float) -> None:
+        be, n = self.be, self.be.bsz
+        _recur_grad(be, self.dW_recur_f, d_f, self.h_buffer_f, self.h0_f, n, False)
+        _recur_grad(be, self.dW_recur_b, d_b, self.h_buffer_b, self.h0_b, n, True)
+        self._input_grads(d_f, self.W_input_f, self.dW_input_f, self.db_f, self.x_f,
+                          self.out_deltas_buffer_f, alpha, 0.0)
+        self._input_grads(d_b, self.W_input_b, self.dW_input_b, self.db_b, self.x_b,
+                          self.out_deltas_buffer_b, alpha, 0.0 if self.split_inputs else 1.0)
+
+    def bprop(self, error: Any, alpha: float = 1.0, beta: float = 1.0) -> Any:
+        """Errors of both halves; the deltas buffer is overwritten (the two halves' errors of
+        shared inputs are summed), as neon does whatever beta is."""
+        self._take_error(error)
+        self._unroll_bprop()
+        n = self.nout
+        self._bi_grads(self.h_delta_buffer[:n], self.h_delta_buffer[n:], alpha)
+        return self.out_deltas_buffer
+
+
+class BiSum(Layer):
+    """Sums the two halves (forward, backward) of a bi-directional layer's output."""
+
+    nin: Any = None
+
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__(name)
+        self.owns_output = self.owns_delta = True
+        self.x: Any = None
+
+    def __str__(self) -> str:
+        return "Sum layer to combine the forward and backward passes for BiRNN"
+
+    def configure(self, in_obj: Any) -> Layer:
+        super().configure(in_obj)
+        self.nin, self.nsteps = interpret_in_shape(self.in_shape)
+        if self.nin % 2:
+            raise ValueError(f"{self.name}: needs an even number of input features (two "
+                             f"halves), got {self.nin}")
+        self.out_shape = (self.nin // 2, self.nsteps)
+        return self
+
+    def fprop(self, inputs: Any, inference: bool = False) -> Any:
+        self.x = _rows(inputs, self.nin, self.nsteps * self.be.bsz, self.name)
+        half = self.nin // 2
+        self.outputs[:] = self.x[:half] + self.x[half:]
+        return self.outputs
+
+    def bprop(self, error: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
+        half = self.nin // 2
+        d = self.deltas.reshape(self.nin, -1)
+        d[:half] = error
+        d[half:] = error
+        return self.deltas
+
+
+class BiBNRNN(BiRNN):
+    """BiRNN with sequence-wise batch normalisation of the input projections (Laurent et al.,
+    2015, arXiv:1510.01378): gamma, beta and the running gmean, gvar per feature."""
+
+    def __init__(self, output_size: int, init: Any, init_inner: Any = None, activation: Any = None,
+                 reset_cells: bool = False, split_inputs: bool = False,
+                 name: str | None = None) -> None:
+        super().__init__(output_size, init, init_inner, activation, reset_cells, split_inputs,
+                         name)
+        self.rho, self.eps = 0.9, 1e-3
+        self.beta = self.gamma = self.gmean = self.gvar = None
+
+    def init_params(self, shape: tuple) -> None:
+        super().init_params(shape)
+        be, nf = self.be, self.out_shape[0]
+        dt = np.float64 if np.dtype(be.default_dtype) == np.float64 else np.float32
+        if self.gmean is None:
+            self.gmean, self.gvar = be.zeros((nf, 1), dtype=dt), be.zeros((nf, 1), dtype=dt)
+        if self.beta is None:
+            self.beta, self.gamma = be.zeros((nf, 1), dtype=dt), be.ones((nf, 1), dtype=dt)
+        self.xmean, self.xvar = be.empty((nf, 1), dtype=dt), be.empty((nf, 1), dtype=dt)
+        self.inf_params = [self.gmean, self.gvar]
+        self.params = [self.beta, self.gamma]
+        self.grad_params = [be.zeros_like(p) for p in self.params]
+        self.grad_beta, self.grad_gamma = self.grad_params
+        self.allparams = self.params + self.inf_params
+        self.states_bn: list = [[] for _ in self.grad_params]
+        self.plist = [((self.W, self.dW), self.states)] + \
+            [((p, g), s) for p, g, s in zip(self.params, self.grad_params, self.states_bn)]
+
+    def get_params(self) -> list:
+        return self.plist
+
+    def get_description(self, get_weights: bool = False, keep_states: bool = False) -> dict:
+        d = super().get_description(get_weights, keep_states)
+        if get_weights:
+            for key in ("gmean", "gvar", "beta", "gamma"):
+                d["params"][key] = getattr(self, key).get()
+        return d
+
+    def fprop(self, inputs: Any, inference: bool = False) -> Any:
+        fresh = self.init_buffers(inputs)
+        self._start_bi(fresh, [(self.h0_f, self.final_f), (self.h0_b, self.final_b)])
+        n = self.nout
+        self._feed_forward(self.h_ff_buffer[:n], self.h_ff_buffer[n:])
+        self._fprop_bn(self.h_ff_buffer, inference)
+        self._unroll()
+        self.final_f[:] = self.h_f[-1]
+        self.final_b[:] = self.h_b[0]
+        return self.h_buffer
+
+    def _fprop_bn(self, inputs: Any, inference: bool = False) -> Any:
+        be = self.be
+        if inference:
+            inputs[:] = (inputs - self.gmean) / be.sqrt(self.gvar + self.eps) * self.gamma \
+                + self.beta
+            return inputs
+        self.xmean[:] = be.mean(inputs, axis=1)
+        self.xvar[:] = be.var(inputs, axis=1)
+        inputs[:] = (inputs - self.xmean) / be.sqrt(self.xvar + self.eps) * self.gamma + self.beta
+        self.gmean[:] = self.gmean * self.rho + (1.0 - self.rho) * self.xmean
+        self.gvar[:] = self.gvar * self.rho + (1.0 - self.rho) * self.xvar
+        return inputs
+
+    def _bprop_bn(self, error: Any, input_post_bn: Any) -> Any:
+        be = self.be
+        hhat = (input_post_bn - self.beta) / self.gamma
+        self.grad_gamma[:] = be.sum(hhat * error, axis=1)
+        self.grad_beta[:] = be.sum(error, axis=1)
+        htmp = (hhat * self.grad_gamma + self.grad_beta) / float(input_post_bn.shape[1])
+        error[:] = self.gamma * (error - htmp) / be.sqrt(self.xvar + self.eps)
+        return error
+
+    def bprop(self, error: Any, alpha: float = 1.0, beta: float = 1.0) -> Any:
+        self._take_error(error)
+        self._unroll_bprop()
+        be, n, bsz = self.be, self.nout, self.be.bsz
+        d = self.h_delta_buffer
+        _recur_grad(be, self.dW_recur_f, d[:n], self.h_buffer_f, self.h0_f, bsz, False)
+        _recur_grad(be, self.dW_recur_b, d[n:], self.h_buffer_b, self.h0_b, bsz, True)
+        self.db_f[:] = be.sum(d[:n], axis=1)      # the bias is added after the normalisation
+        self.db_b[:] = be.sum(d[n:], axis=1)
+        self._bprop_bn(d, self.h_ff_buffer)
+        for half, W, dW, out, b in ((d[:n], self.W_input_f, self.dW_input_f,
+                                     self.out_deltas_buffer_f, 0.0),
+                                    (d[n:], self.W_input_b, self.dW_input_b,
+                                     self.out_deltas_buffer_b,
+                                     0.0 if self.split_inputs else 1.0)):
+            x = self.x_f if W is self.W_input_f else self.x_b
+            be.compound_dot(half, x.T, dW)
+            if out is not None:
+                be.compound_dot(W.T, half, out, alpha=alpha, beta=b)
+        return self.out_deltas_buffer
+
+
+class BiLSTM(BiRNN):
+    """Bi-directional LSTM: a forward and a backward LSTM side by side (see LSTM and BiRNN)."""
+
+    ngates = 4
+
+    def __init__(self, output_size: int, init: Any, init_inner: Any = None, activation: Any = None,
+                 gate_activation: Any = None, reset_cells: bool = False,
+                 split_inputs: bool = False, name: str | None = None) -> None:
+        if gate_activation is None:
+            raise ValueError("BiLSTM: gate_activation is required (e.g. Logistic())")
+        super().__init__(output_size, init, init_inner, activation, reset_cells, split_inputs,
+                         name)
+        self.gate_activation = gate_activation
+
+    def _allocate_cells(self) -> None:
+        be, n, g = self.be, self.nout, self.ngates * self.nout
+        self.c_buffer = be.iobuf(self.out_shape)
+        self.c_act_buffer = be.iobuf(self.out_shape)
+        self.ifog_buffer = be.iobuf(self.gate_shape)
+        self.ifog_delta_buffer = be.iobuf(self.gate_shape)
+        self.c_delta_buffer = be.iobuf(self.out_shape)
+        self.c0_f, self.c0_b = be.iobuf(n), be.iobuf(n)
+        self.final_cf, self.final_cb = be.iobuf(n), be.iobuf(n)
+        self.final_cell_error_f, self.final_cell_error_b = be.iobuf(n), be.iobuf(n)
+        self.ifog_buffer_f, self.ifog_buffer_b = self.ifog_buffer[:g], self.ifog_buffer[g:]
+        self.c_f = get_steps(self.c_buffer[:n], self.o_shape)
+        self.c_b = get_steps(self.c_buffer[n:], self.o_shape)
+        self._S = []
+        for k, reverse in ((0, False), (1, True)):
+            rows = slice(k * g, (k + 1) * g)
+            nrows = slice(k * n, (k + 1) * n)
+            S = _lstm_lists(_in_order(get_steps(self.ifog_buffer[rows], self.g_shape), reverse),
+                            _in_order(get_steps(self.ifog_delta_buffer[rows], self.g_shape),
+                                      reverse), n)
+            h = _in_order(get_steps(self.outputs[nrows], self.o_shape), reverse)
+            c = _in_order(get_steps(self.c_buffer[nrows], self.o_shape), reverse)
+            h0, c0 = (self.h0_b, self.c0_b) if reverse else (self.h0_f, self.c0_f)
+            S.update(h=h, h_prev=[h0] + h[:-1], c=c, c_prev=[c0] + c[:-1],
+                     c_act=_in_order(get_steps(self.c_act_buffer[nrows], self.o_shape), reverse),
+                     dh=_in_order(get_steps(self.h_delta_buffer[nrows], self.o_shape), reverse),
+                     c_d=_in_order(get_steps(self.c_delta_buffer[nrows], self.o_shape), reverse))
+            self._S.append(S)
+
+    def fprop(self, inputs: Any, inference: bool = False) -> Any:
+        fresh = self.init_buffers(inputs)
+        self._start_bi(fresh, [(self.h0_f, self.final_f), (self.h0_b, self.final_b),
+                               (self.c0_f, self.final_cf), (self.c0_b, self.final_cb)])
+        be = self.be
+        self._feed_forward(self.ifog_buffer_f, self.ifog_buffer_b)
+        self.ifog_buffer_f[:] = self.ifog_buffer_f + self.b_f
+        self.ifog_buffer_b[:] = self.ifog_buffer_b + self.b_b
+        _lstm_fprop(be, self.W_recur_f, self._S[0], self.activation, self.gate_activation)
+        _lstm_fprop(be, self.W_recur_b, self._S[1], self.activation, self.gate_activation)
+        self.final_f[:] = self.h_f[-1]
+        self.final_b[:] = self.h_b[0]
+        self.final_cf[:] = self.c_f[-1]
+        self.final_cb[:] = self.c_b[0]
+        return self.h_buffer
+
+    def bprop(self, error: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
+        self._take_error(error)
+        be, g = self.be, self.ngates * self.nout
+        _lstm_bprop(be, self.W_recur_f.T, self._S[0], self.activation, self.gate_activation,
+                    self.final_hidden_error_f, self.final_cell_error_f)
+        _lstm_bprop(be, self.W_recur_b.T, self._S[1], self.activation, self.gate_activation,
+                    self.final_hidden_error_b, self.final_cell_error_b)
+        self._bi_grads(self.ifog_delta_buffer[:g], self.ifog_delta_buffer[g:], alpha)
+        return self.out_deltas_buffer
+
+
+class DeepBiRNN(list):
+    """A stack of `depth` BiRNN layers (BiBNRNN with batch_norm=True), each after the first
+    taking split inputs, or BiSum layers between them with bi_sum=True."""
+
+    def __init__(self, nout: int, init: Any, init_inner: Any = None, activation: Any = None,
+                 reset_cells: bool = False, depth: int = 1, batch_norm: bool = False,
+                 bi_sum: bool = False) -> None:
+        super().__init__()
+        if depth <= 0:
+            raise ValueError(f"DeepBiRNN: depth must be >= 1, got {depth}")
+        cls = BiBNRNN if batch_norm else BiRNN
+        for k in range(depth):
+            self.append(cls(nout, init, init_inner, activation, reset_cells,
+                            split_inputs=(k > 0 and not bi_sum)))
+            if bi_sum:
+                self.append(BiSum())
+
+
+class DeepBiLSTM(list):
+    """A stack of `depth` BiLSTM layers, each after the first taking split inputs."""
+
+    def __init__(self, nout: int, init: Any, init_inner: Any = None, activation: Any = None,
+                 gate_activation: Any = None, reset_cells: bool = False, depth: int = 1) -> None:
+        super().__init__()
+        if depth <= 0:
+            raise ValueError(f"DeepBiLSTM: depth must be >= 1, got {depth}")
+        for k in range(depth):
+            self.append(BiLSTM(nout, init, init_inner, activation, gate_activation, reset_cells,
+                               split_inputs=k > 0))
