@@ -1,7 +1,8 @@
 """One rank of tests/test_distributed.py's MPI jobs: `python tests/mpi_worker.py SCENARIO OUTDIR`.
 
-identical    two epochs with a different initialisation seed per rank, several buckets, momentum
-             SGD, Adam and a user's subclass (averaged by the buckets); rank 0 checks every rank's parameters and costs are bit-identical and
+identical    three epochs with a different initialisation seed per rank, several buckets,
+             momentum SGD, Adam and a user's subclass (averaged by the buckets); every bucket but
+             the first layer's starts before that layer's bprop ends; rank 0 checks every rank's parameters and costs are bit-identical and
              that the epoch's shards are disjoint
 mlp B        one epoch with batch B on the digits (shuffled, seed 0); rank 0 saves the weights
 singa        the SINGA front end's DistOpt: parameters bit-identical after a few steps
@@ -53,7 +54,9 @@ def identical(outdir: str) -> None:
         opt = DistributedOptimizer(inner, first_bytes=512, fusion_bytes=4096)
         cb = Callbacks(model, progress_bar=False)
         model.fit(train, GeneralizedCost(CrossEntropyBinary()), opt, num_epochs=2, callbacks=cb)
-        mine = (weights(model), cb.callback_data["cost/train"])
+        costs = list(cb.callback_data["cost/train"])
+        overlap_checked(model, train, opt)
+        mine = (weights(model), costs)
         everyone = comm.gather(mine, root=0)
         shards = comm.gather(opt.buckets and model_shard(train, opt), root=0)
         if rank == 0:
@@ -67,6 +70,24 @@ def identical(outdir: str) -> None:
             assert len(np.unique(flat)) == flat.size, "the shards overlap"
             print(f"identical {type(inner).__name__}: {len(opt.buckets.buffers)} buckets, "
                   f"costs {mine[1]}", flush=True)
+
+
+def overlap_checked(model: Model, train: ArrayIterator, opt: DistributedOptimizer) -> None:
+    """One more epoch, noting which buckets start before the first layer's bprop has ended: all
+    but the first layer's own (their reductions run while its backward still does)."""
+    first, start, early = model.layers.layers[0], opt.buckets.start, set()
+
+    def noting_start(b: int) -> None:
+        if opt.buckets.requests[b] is None and id(first) not in opt._reported:
+            early.add(b)
+        start(b)
+
+    opt.buckets.start = noting_start
+    model.fit(train, model.cost, opt, num_epochs=model.epoch_index + 1,
+              callbacks=Callbacks(model, progress_bar=False))
+    opt.buckets.start = start
+    last = opt.buckets.group_bucket[id(first)]
+    assert early == set(range(len(opt.buckets.buffers))) - {last}, (early, last)
 
 
 def model_shard(train: ArrayIterator, opt: DistributedOptimizer) -> np.ndarray:
