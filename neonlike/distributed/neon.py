@@ -50,8 +50,10 @@ class ShardIterator(NervanaObject):
         if self.nbatches == 0:
             raise ValueError(f"ShardIterator: {self.ndata} samples make no global batch of "
                              f"{self.size} ranks x {be.bsz}")
-        self.Xbuf = be.iobuf(self.X.shape[1])
-        self.ybuf = None if self.Y is None else be.iobuf(self.Y.shape[1])
+        # sample-major buffers served transposed, as ArrayIterator serves its rows: a batch is
+        # one gather of whole rows into the buffer's memory
+        self.Xrows = be.empty((be.bsz, self.X.shape[1]))
+        self.yrows = None if self.Y is None else be.empty((be.bsz, self.Y.shape[1]))
         self.epoch = 0
 
     @property
@@ -70,11 +72,13 @@ class ShardIterator(NervanaObject):
         return glob[:, self.rank]
 
     def __iter__(self) -> Any:
+        xs = host_array(self.Xrows)
+        ys = None if self.yrows is None else host_array(self.yrows)
         for idx in self.indices(self.epoch):
-            self.Xbuf.set(self.X[idx].T)
-            if self.ybuf is not None:
-                self.ybuf.set(self.Y[idx].T)
-            yield self.Xbuf, self.ybuf
+            np.take(self.X, idx, axis=0, out=xs)
+            if ys is not None:
+                np.take(self.Y, idx, axis=0, out=ys)
+            yield self.Xrows.T, (None if self.yrows is None else self.yrows.T)
         self.epoch += 1
 
 
