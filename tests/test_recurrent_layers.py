@@ -1,0 +1,298 @@
+"""neon's recurrent layers (neonlike.layers.recurrent) against float64 numpy references written
+here, and their gradients (inputs, parameters, starting states) against central differences of
+those references. neon's own tests run in the conformance suite; these are ours."""
+import numpy as np
+import pytest
+
+from neonlike.backends import gen_backend
+from neonlike.initializers import Gaussian
+from neonlike.layers.recurrent import (GRU, LSTM, BiBNRNN, BiLSTM, BiRNN, BiSum, DeepBiLSTM,
+                                       DeepBiRNN, Recurrent, RecurrentLast, RecurrentMean,
+                                       RecurrentSum, get_steps)
+from neonlike.transforms import Logistic, Tanh
+
+T, NIN, NOUT, N = 3, 4, 5, 2
+
+
+@pytest.fixture
+def be():
+    return gen_backend("cpu", datatype=np.float64, batch_size=N, rng_seed=0)
+
+
+def sig(z):
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def seq(x):
+    """(features, T*N) -> (T, features, N)."""
+    return x.reshape(x.shape[0], -1, N).transpose(1, 0, 2)
+
+
+def flat(s):
+    """(T, features, N) -> (features, T*N)."""
+    return s.transpose(1, 0, 2).reshape(s.shape[1], -1)
+
+
+# ---------------------------------------------------------------- references (float64 numpy)
+def ref_rnn(x, P, h0, c0=None, reverse=False):
+    Wi, Wr, b = P["W_input"], P["W_recur"], P["b"]
+    xs, h, out = seq(x), h0, [None] * (x.shape[1] // N)
+    for t in (reversed(range(len(out))) if reverse else range(len(out))):
+        h = out[t] = np.tanh(Wi @ xs[t] + Wr @ h + b)
+    return flat(np.array(out))
+
+
+def ref_lstm(x, P, h0, c0, reverse=False):
+    Wi, Wr, b = P["W_input"], P["W_recur"], P["b"]
+    n, xs, h, c = Wr.shape[1], seq(x), h0, c0
+    out = [None] * len(xs)
+    for t in (reversed(range(len(xs))) if reverse else range(len(xs))):
+        z = Wi @ xs[t] + Wr @ h + b
+        i, f, o, g = sig(z[:n]), sig(z[n:2 * n]), sig(z[2 * n:3 * n]), np.tanh(z[3 * n:])
+        c = f * c + i * g
+        h = out[t] = o * np.tanh(c)
+    return flat(np.array(out))
+
+
+def ref_gru(x, P, h0, c0=None):
+    Wi, Wr, b = P["W_input"], P["W_recur"], P["b"]
+    n, xs, h = Wr.shape[1], seq(x), h0
+    out = []
+    for t in range(len(xs)):
+        rz = sig(Wi[:2 * n] @ xs[t] + Wr[:2 * n] @ h + b[:2 * n])
+        r, z = rz[:n], rz[n:]
+        hc = np.tanh(Wi[2 * n:] @ xs[t] + Wr[2 * n:] @ (r * h) + b[2 * n:])
+        h = (1 - z) * h + z * hc
+        out.append(h)
+    return flat(np.array(out))
+
+
+def central(f, arrays, eps=1e-6):
+    """d f / d a for each array a in `arrays` (changed in place and restored)."""
+    grads = []
+    for a in arrays:
+        g = np.zeros_like(a)
+        for k in range(a.size):
+            v = a.flat[k]
+            a.flat[k] = v + eps
+            up = f()
+            a.flat[k] = v - eps
+            down = f()
+            a.flat[k] = v
+            g.flat[k] = (up - down) / (2 * eps)
+        grads.append(g)
+    return grads
+
+
+def build(layer, nin=NIN, steps=T):
+    layer.configure((nin, steps))
+    layer.prev_layer = True
+    layer.allocate()
+    layer.set_deltas()
+    return layer
+
+
+def params(layer, names=("W_input", "W_recur", "b")):
+    return {k: getattr(layer, k).get() for k in names}
+
+
+UNI = [(Recurrent, ref_rnn, {}), (LSTM, ref_lstm, {"gate_activation": Logistic()}),
+       (GRU, ref_gru, {"gate_activation": Logistic()})]
+
+
+@pytest.mark.parametrize("cls, ref, kw", UNI, ids=["Recurrent", "LSTM", "GRU"])
+def test_unidirectional_values_and_gradients(be, cls, ref, kw):
+    rng = np.random.default_rng(1)
+    layer = build(cls(NOUT, Gaussian(scale=0.5), activation=Tanh(), **kw))
+    layer.b.set(rng.normal(0, 0.3, layer.b.shape))
+    x = rng.normal(size=(NIN, T * N))
+    R = rng.normal(size=(NOUT, T * N))
+    h0 = np.zeros((NOUT, N))
+    c0 = np.zeros((NOUT, N))
+    out = layer.fprop(be.array(x)).get()
+    P = params(layer)
+    np.testing.assert_allclose(out, ref(x, P, h0, c0), rtol=0, atol=1e-12)
+
+    dx = layer.bprop(be.array(R)).get()
+    loss = lambda: np.sum(R * ref(x, P, h0, c0))  # noqa: E731
+    gx, gWi, gWr, gb = central(loss, [x, P["W_input"], P["W_recur"], P["b"]])
+    np.testing.assert_allclose(dx, gx, atol=1e-7)
+    np.testing.assert_allclose(layer.dW_input.get(), gWi, atol=1e-7)
+    np.testing.assert_allclose(layer.dW_recur.get(), gWr, atol=1e-7)
+    np.testing.assert_allclose(layer.db.get(), gb, atol=1e-7)
+
+
+@pytest.mark.parametrize("cls, ref, kw", UNI, ids=["Recurrent", "LSTM", "GRU"])
+def test_state_carried_and_in_the_gradients(be, cls, ref, kw):
+    """Same input tensor again: the sequence starts from the last state, and the gradients
+    (dW_recur, dx, and the starting state's error) include that state's terms."""
+    rng = np.random.default_rng(2)
+    layer = build(cls(NOUT, Gaussian(scale=0.5), activation=Tanh(), **kw))
+    x = rng.normal(size=(NIN, T * N))
+    xt = be.array(x)
+    first = layer.fprop(xt).get()
+    P = params(layer)
+    h0 = first[:, -N:].copy()
+    c0 = layer.c_buffer.get()[:, -N:].copy() if cls is LSTM else np.zeros((NOUT, N))
+    second = layer.fprop(xt).get()
+    np.testing.assert_allclose(second, ref(x, P, h0, c0), rtol=0, atol=1e-12)
+
+    R = rng.normal(size=(NOUT, T * N))
+    dx = layer.bprop(be.array(R)).get()
+    loss = lambda: np.sum(R * ref(x, P, h0, c0))  # noqa: E731
+    gx, gWr, gh0 = central(loss, [x, P["W_recur"], h0])
+    np.testing.assert_allclose(dx, gx, atol=1e-7)
+    np.testing.assert_allclose(layer.dW_recur.get(), gWr, atol=1e-7)
+    np.testing.assert_allclose(layer.get_final_hidden_error().get(), gh0, atol=1e-7)
+    if cls is LSTM:
+        (gc0,) = central(loss, [c0])
+        np.testing.assert_allclose(layer.final_cell_error.get(), gc0, atol=1e-7)
+
+    layer.reset_cells = True                       # stateless: zeros again
+    np.testing.assert_allclose(layer.fprop(xt).get(), first, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("cls, ref, kw", UNI, ids=["Recurrent", "LSTM", "GRU"])
+def test_init_state(be, cls, ref, kw):
+    rng = np.random.default_rng(3)
+    layer = build(cls(NOUT, Gaussian(scale=0.5), activation=Tanh(), **kw))
+    x, h0 = rng.normal(size=(NIN, T * N)), rng.normal(size=(NOUT, N))
+    out = layer.fprop(be.array(x), init_state=be.array(h0)).get()
+    np.testing.assert_allclose(out, ref(x, params(layer), h0, np.zeros((NOUT, N))), atol=1e-12)
+    with pytest.raises(ValueError, match=r"init_state of shape \(5, 2\).*got \(5, 3\)"):
+        layer.fprop(be.array(x), init_state=be.array(np.zeros((NOUT, 3))))
+
+
+BI = [(BiRNN, ref_rnn, {}), (BiLSTM, ref_lstm, {"gate_activation": Logistic()})]
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["shared", "split"])
+@pytest.mark.parametrize("cls, ref, kw", BI, ids=["BiRNN", "BiLSTM"])
+def test_bidirectional_values_and_gradients(be, cls, ref, kw, split):
+    rng = np.random.default_rng(4)
+    nin = 2 * NIN if split else NIN
+    layer = build(cls(NOUT, Gaussian(scale=0.5), activation=Tanh(), split_inputs=split, **kw),
+                  nin=nin)
+    layer.b_f.set(rng.normal(0, 0.3, layer.b_f.shape))
+    layer.b_b.set(rng.normal(0, 0.3, layer.b_b.shape))
+    x = rng.normal(size=(nin, T * N))
+    R = rng.normal(size=(2 * NOUT, T * N))
+    Pf = params(layer, ("W_input_f", "W_recur_f", "b_f"))
+    Pb = params(layer, ("W_input_b", "W_recur_b", "b_b"))
+    Pf = dict(zip(("W_input", "W_recur", "b"), Pf.values()))
+    Pb = dict(zip(("W_input", "W_recur", "b"), Pb.values()))
+    z = np.zeros((NOUT, N))
+
+    def forward():
+        xf, xb = (x[:NIN], x[NIN:]) if split else (x, x)
+        return np.vstack([ref(xf, Pf, z, z), ref(xb, Pb, z, z, reverse=True)])
+
+    np.testing.assert_allclose(layer.fprop(be.array(x)).get(), forward(), atol=1e-12)
+    dx = layer.bprop(be.array(R)).get()
+    loss = lambda: np.sum(R * forward())  # noqa: E731
+    grads = central(loss, [x, Pf["W_input"], Pf["W_recur"], Pf["b"], Pb["W_input"],
+                           Pb["W_recur"], Pb["b"]])
+    mine = [dx] + [getattr(layer, k).get() for k in ("dW_input_f", "dW_recur_f", "db_f",
+                                                     "dW_input_b", "dW_recur_b", "db_b")]
+    for got, want in zip(mine, grads):
+        np.testing.assert_allclose(got, want, atol=1e-7)
+
+
+def test_bibnrnn_gradients(be):
+    rng = np.random.default_rng(5)
+    layer = build(BiBNRNN(NOUT, Gaussian(scale=0.5), activation=Tanh()))
+    x = rng.normal(size=(NIN, T * N))
+    R = rng.normal(size=(2 * NOUT, T * N))
+    P = {k: getattr(layer, k).get() for k in ("W_input_f", "W_recur_f", "b_f", "W_input_b",
+                                               "W_recur_b", "b_b")}
+    gamma = rng.uniform(0.5, 1.5, (2 * NOUT, 1))
+    beta = rng.normal(0, 0.2, (2 * NOUT, 1))
+    layer.gamma.set(gamma)
+    layer.beta.set(beta)
+    z = np.zeros((NOUT, N))
+
+    def forward():
+        ff = np.vstack([P["W_input_f"] @ x, P["W_input_b"] @ x])
+        ff = (ff - ff.mean(1, keepdims=True)) / np.sqrt(ff.var(1, keepdims=True) + layer.eps)
+        ff = ff * gamma + beta
+        eye = {"W_input": np.eye(NOUT)}
+        out_f = ref_rnn(ff[:NOUT], dict(eye, W_recur=P["W_recur_f"], b=P["b_f"]), z)
+        out_b = ref_rnn(ff[NOUT:], dict(eye, W_recur=P["W_recur_b"], b=P["b_b"]), z, reverse=True)
+        return np.vstack([out_f, out_b])
+
+    np.testing.assert_allclose(layer.fprop(be.array(x)).get(), forward(), atol=1e-12)
+    dx = layer.bprop(be.array(R)).get()
+    loss = lambda: np.sum(R * forward())  # noqa: E731
+    arrays = [x] + [P[k] for k in ("W_input_f", "W_recur_f", "b_f", "W_input_b", "W_recur_b",
+                                   "b_b")] + [gamma, beta]
+    grads = central(loss, arrays)
+    mine = [dx] + [getattr(layer, k).get() for k in ("dW_input_f", "dW_recur_f", "db_f",
+                                                     "dW_input_b", "dW_recur_b", "db_b",
+                                                     "grad_gamma", "grad_beta")]
+    for got, want in zip(mine, grads):
+        np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+@pytest.mark.parametrize("cls", [RecurrentSum, RecurrentMean, RecurrentLast])
+def test_recurrent_outputs(be, cls):
+    rng = np.random.default_rng(6)
+    layer = build(cls())
+    x, e = rng.normal(size=(NIN, T * N)), rng.normal(size=(NIN, N))
+    s = seq(x)
+    want = {RecurrentSum: s.sum(0), RecurrentMean: s.mean(0), RecurrentLast: s[-1]}[cls]
+    np.testing.assert_allclose(layer.fprop(be.array(x)).get(), want, atol=1e-12)
+    d = seq(layer.bprop(be.array(e)).get())
+    for t in range(T):
+        w = {RecurrentSum: e, RecurrentMean: e / T,
+             RecurrentLast: e if t == T - 1 else 0 * e}[cls]
+        np.testing.assert_allclose(d[t], w, atol=1e-12)
+
+
+def test_bisum(be):
+    layer = build(BiSum(), nin=2 * NIN)
+    x = np.random.default_rng(7).normal(size=(2 * NIN, T * N))
+    np.testing.assert_allclose(layer.fprop(be.array(x)).get(), x[:NIN] + x[NIN:], atol=1e-12)
+    e = np.ones((NIN, T * N))
+    np.testing.assert_allclose(layer.bprop(be.array(e)).get(), np.vstack([e, e]))
+
+
+def test_get_steps_and_stacks(be):
+    a = np.arange(12.0).reshape(2, 6)
+    steps = get_steps(a, (2, 3))
+    assert [s.tolist() for s in steps] == [[[0, 1], [6, 7]], [[2, 3], [8, 9]], [[4, 5], [10, 11]]]
+    t = be.array(a)
+    assert np.array_equal(get_steps(t, (2, 3))[1].get(), steps[1])
+    with pytest.raises(ValueError, match="do not split into 4 steps"):
+        get_steps(a, (2, 4))
+    deep = DeepBiRNN(4, Gaussian(), activation=Tanh(), depth=3)
+    assert [type(x) for x in deep] == [BiRNN] * 3
+    assert [x.split_inputs for x in deep] == [False, True, True]
+    summed = DeepBiRNN(4, Gaussian(), activation=Tanh(), depth=2, bi_sum=True, batch_norm=True)
+    assert [type(x) for x in summed] == [BiBNRNN, BiSum, BiBNRNN, BiSum]
+    lstms = DeepBiLSTM(4, Gaussian(), activation=Tanh(), gate_activation=Logistic(), depth=2)
+    assert [x.split_inputs for x in lstms] == [False, True]
+
+
+def test_errors_name_the_shapes(be):
+    layer = build(LSTM(NOUT, Gaussian(), activation=Tanh(), gate_activation=Logistic()))
+    with pytest.raises(ValueError, match=r"expected inputs of 4 features x 6 columns.*\(4, 5\)"):
+        layer.fprop(be.array(np.zeros((NIN, 5))))
+    layer.fprop(be.array(np.zeros((NIN, T * N))))
+    with pytest.raises(ValueError, match=r"errors of shape \(5, 6\).*got \(5, 4\)"):
+        layer.bprop(be.array(np.zeros((NOUT, 4))))
+    with pytest.raises(ValueError, match="gate_activation is required"):
+        LSTM(NOUT, Gaussian(), activation=Tanh())
+    with pytest.raises(ValueError, match="activation is required"):
+        Recurrent(NOUT, Gaussian())
+    with pytest.raises(ValueError, match="even number of input features"):
+        BiRNN(NOUT, Gaussian(), activation=Tanh(), split_inputs=True).configure((5, T))
+
+
+def test_parameters_as_neon(be):
+    layer = build(LSTM(NOUT, Gaussian(), activation=Tanh(), gate_activation=Logistic()))
+    (W, dW), states = layer.get_params()[0]
+    assert W is layer.W and dW is layer.dW and W.shape == (NIN + NOUT + 1, 4 * NOUT)
+    assert layer.W_input.shape == (4 * NOUT, NIN) and layer.W_recur.shape == (4 * NOUT, NOUT)
+    assert layer.b.shape == (4 * NOUT, 1) and not layer.b.get().any()
+    layer.W_recur[:] = 7.0                         # the views write into W
+    assert (W.get()[NIN:-1] == 7.0).all()
