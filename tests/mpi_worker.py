@@ -1,7 +1,8 @@
 """One rank of tests/test_distributed.py's MPI jobs: `python tests/mpi_worker.py SCENARIO OUTDIR`.
 
 identical    three epochs with a different initialisation seed per rank, several buckets,
-             momentum SGD, Adam and a user's subclass (averaged by the buckets); every bucket but
+             momentum SGD, Adam, a user's subclass (averaged by the buckets), and plain SGD
+             with a layer whose gradient is copied in and out of its bucket; every bucket but
              the first layer's starts before that layer's bprop ends; rank 0 checks every rank's parameters and costs are bit-identical and
              that the epoch's shards are disjoint
 mlp B        one epoch with batch B on the digits (shuffled, seed 0); rank 0 saves the weights
@@ -20,7 +21,7 @@ from neonlike.callbacks.callbacks import Callback, Callbacks
 from neonlike.data import ArrayIterator, load_digits
 from neonlike.distributed import DistributedOptimizer
 from neonlike.initializers import Gaussian
-from neonlike.layers import Affine, GeneralizedCost
+from neonlike.layers import Activation, Affine, Bias, GeneralizedCost, Linear
 from neonlike.models import Model
 from neonlike.optimizers import Adam, GradientDescentMomentum
 from neonlike.transforms import CrossEntropyBinary, Logistic, Rectlin
@@ -29,13 +30,26 @@ comm = MPI.COMM_WORLD
 rank = comm.Get_rank()
 
 
-def mlp(seed: int, batch: int) -> tuple:
+class KeptListLinear(Linear):
+    """Keeps its param list, as neon's recurrent layers do: its gradient tensor cannot become a
+    bucket's view, and is copied in and out instead."""
+
+    def allocate(self, shared_outputs: object = None) -> None:
+        super().allocate(shared_outputs)
+        self.plist = [((self.W, self.dW), self.states)]
+
+    def get_params(self) -> list:
+        return self.plist
+
+
+def mlp(seed: int, batch: int, kept: bool = False) -> tuple:
     gen_backend("cpu", batch_size=batch, rng_seed=seed)
     (X, y), _, nclass = load_digits()
     train = ArrayIterator(X, y, nclass=nclass)
     init = Gaussian(scale=0.1)
-    model = Model([Affine(32, init, bias=init, activation=Rectlin()),
-                   Affine(10, init, bias=init, activation=Logistic(shortcut=True))])
+    first = [KeptListLinear(32, init), Bias(init), Activation(Rectlin())] if kept else \
+        [Affine(32, init, bias=init, activation=Rectlin())]
+    model = Model(first + [Affine(10, init, bias=init, activation=Logistic(shortcut=True))])
     return model, train
 
 
@@ -49,8 +63,9 @@ class OwnSGD(GradientDescentMomentum):
 
 def identical(outdir: str) -> None:
     for inner in (GradientDescentMomentum(0.1, momentum_coef=0.9), Adam(learning_rate=0.01),
-                  OwnSGD(0.1, momentum_coef=0.9)):
-        model, train = mlp(seed=100 + rank, batch=16)
+                  OwnSGD(0.1, momentum_coef=0.9), GradientDescentMomentum(0.1)):
+        kept = type(inner) is GradientDescentMomentum and not inner.momentum_coef
+        model, train = mlp(seed=100 + rank, batch=16, kept=kept)
         opt = DistributedOptimizer(inner, first_bytes=512, fusion_bytes=4096)
         cb = Callbacks(model, progress_bar=False)
         model.fit(train, GeneralizedCost(CrossEntropyBinary()), opt, num_epochs=2, callbacks=cb)
@@ -62,6 +77,8 @@ def identical(outdir: str) -> None:
         if rank == 0:
             assert len(opt.buckets.buffers) >= 2, len(opt.buckets.buffers)
             assert opt.buckets.average == (type(inner) is OwnSGD)
+            assert [type(layer) for layer, _, _ in opt._unbound] == ([KeptListLinear] if kept
+                                                                      else [])
             for r, (ws, costs) in enumerate(everyone[1:], 1):
                 for a, b in zip(mine[0], ws):
                     assert a.tobytes() == b.tobytes(), f"rank {r}'s parameters differ"

@@ -62,6 +62,7 @@ def test_every_rank_holds_bit_identical_parameters(tmp_path):
     out = check(run(["identical", str(tmp_path)]))
     for name in ("GradientDescentMomentum", "Adam", "OwnSGD"):
         assert f"identical {name}: 3 buckets" in out, out
+    assert out.count("identical GradientDescentMomentum: 3 buckets") == 2, out
 
 
 @needs_mpi

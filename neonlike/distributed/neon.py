@@ -82,6 +82,34 @@ class ShardIterator(NervanaObject):
         self.epoch += 1
 
 
+def _refers(value: Any, grad: Any, depth: int = 0) -> bool:
+    """Whether `value` is, views, or holds in its lists, tuples and dicts, the tensor `grad`."""
+    if value is grad or getattr(value, "base", None) is not None and \
+            getattr(value, "_original_base", None) is grad:
+        return True
+    if depth < 3 and isinstance(value, (list, tuple, dict)):
+        items = value.values() if isinstance(value, dict) else value
+        return any(_refers(v, grad, depth + 1) for v in items)
+    return False
+
+
+def _rebind(layer: Any, grad: Any, view: Any) -> bool:
+    """Makes `view` the layer's gradient tensor where that is safe: `grad` is no view, one
+    attribute holds it and nothing else of the layer refers to it (neon's recurrent layers write
+    their gradient through views of one tensor, and list it in a kept param list: those keep
+    their tensors, and the gradient is copied in and out of the bucket instead)."""
+    if grad.base is not None:
+        return False
+    names = [k for k, v in vars(layer).items() if v is grad]
+    if len(names) != 1 or any(_refers(v, grad) for k, v in vars(layer).items() if k != names[0]):
+        return False
+    setattr(layer, names[0], view)
+    if any(g is view for (_, g), _ in layer.get_params()):
+        return True
+    setattr(layer, names[0], grad)
+    return False
+
+
 class _ReduceCost(Callback):
     """Averages the running training cost over the ranks at the epoch's last minibatch, before
     the progress bar and TrainCostCallback read it, so every rank reports the same cost."""
@@ -166,10 +194,7 @@ class DistributedOptimizer(Optimizer):
         for i, (layer, param, grad) in enumerate(entries):
             view = self.buckets.view(i).reshape(grad.shape)
             view[:] = grad
-            names = [k for k, v in vars(layer).items() if v is grad]
-            for k in names:
-                setattr(layer, k, view)
-            if not names:
+            if not _rebind(layer, grad, view):
                 self._unbound.append((layer, grad, view))
 
     def _fold_average(self) -> bool:
