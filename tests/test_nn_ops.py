@@ -239,8 +239,16 @@ def test_conv_layer_fields(be):
 
 
 def test_conv_bad_input(be):
-    with pytest.raises(ValueError, match="does not fit"):
-        be.conv_layer(np.float32, 2, 3, 4, H=4, W=4, R=5, S=5)
+    # a window that does not fit builds (neon's tests build such layers and read dimO first);
+    # running it raises, naming the axis
+    unfit = be.conv_layer(np.float32, 2, 3, 4, H=4, W=4, R=5, S=5)
+    assert unfit.dimO == (4, 1, 0, 0, 2)
+    with pytest.raises(ValueError, match=r"fprop_conv: conv_layer \(height\): a window of 5 "
+                                         r"\(dilation 1\) does not fit an input of 4"):
+        be.fprop_conv(unfit, be.zeros(unfit.dimI2, dtype=np.float32),
+                      be.zeros(unfit.dimF2, dtype=np.float32), be.zeros((1, 2), dtype=np.float32))
+    with pytest.raises(ValueError, match="sizes, strides and dilations must be >= 1"):
+        be.conv_layer(np.float32, 2, 3, 4, H=4, W=4, R=3, S=3, str_h=0)
     layer = be.conv_layer(np.float64, 2, 3, 4, H=5, W=5, R=3, S=3)
     I, F, O = be.zeros(layer.dimI2), be.zeros(layer.dimF2), be.zeros(layer.dimO2)
     with pytest.raises(ValueError, match=r"I has shape \(75, 3\), expected \(3, 1, 5, 5, 2\) or "

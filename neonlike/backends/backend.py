@@ -373,6 +373,22 @@ class Backend(RNNOpsMixin):
         """Dropout mask: 1 where a uniform draw from `be.rng` is below `keepthresh`."""
         return out.set(self.rng.uniform(size=out.shape) < keepthresh)
 
+    def output_dim(self, X: int, S: int, padding: int, strides: int, pooling: bool = False,
+                   dilation: int = 1) -> int:
+        """neon's output length of a window of S (dilated) over X: (X - S' + 2 pad) // stride + 1;
+        for pooling, the padding must be smaller than the window. (No Caffe rounding mode.)"""
+        span = dilation * (S - 1) + 1
+        if pooling and padding >= span:
+            raise ValueError(f"Padding dim {padding} incompatible with filter size {span}")
+        return (X - span + 2 * padding) // strides + 1
+
+    def convert_data(self, tensor: Any, layer_mkl: bool) -> None:
+        """neon's MKL layout conversion: nothing to do, every CPU backend keeps one layout."""
+        return None
+
+    def clean_data(self, tensor: Any, layer_mkl: bool) -> None:
+        return None
+
     def shift(self, ary: Any, shift_ary: Any, value: bool = True, out: Any = None) -> Tensor:
         """ary times a power of two (neon's binary shift): 2^shift_ary, or with `value` the power
         of two nearest shift_ary in log scale, with its sign. Into out (or a new tensor: (1, 1)

@@ -39,6 +39,8 @@ class Layer(NervanaObject):
         self.has_params = False
         self.owns_output = True      # False: fprop writes into its input (the previous layer's
         self.parallelism = parallelism  # output); Sequential gives a first layer its own buffer
+        self.owns_delta = False      # neon's: whether set_deltas(DeltasTree) gives it a buffer
+        self.next_layer: Any = None
 
     def __str__(self) -> str:
         return f"{type(self).__name__} '{self.name}': {self.in_shape} -> {self.out_shape}"
@@ -64,8 +66,41 @@ class Layer(NervanaObject):
             self.outputs = self.be.iobuf(self.out_shape, shared=shared_outputs)
 
     def set_deltas(self, delta_buffers: Any = None) -> None:
-        """The buffer of the error this layer sends to the previous one."""
-        self.deltas = self.be.iobuf(self.in_shape)
+        """The buffer of the error this layer sends to the previous one: its own; or, given
+        neon's DeltasTree, one of the tree's two alternating shared buffers where the layer owns
+        its deltas and has a previous layer (else None), as neon did."""
+        if delta_buffers is None:
+            self.deltas = self.be.iobuf(self.in_shape)
+            return
+        if self.next_layer is not None and self.next_layer.parallelism != self.parallelism:
+            self.owns_delta = True
+        if self.owns_delta and self.prev_layer:
+            self.deltas = self.be.iobuf(self.in_shape, shared=delta_buffers.buffers[0],
+                                        parallelism=self.parallelism)
+            delta_buffers.buffers.reverse()
+        else:
+            self.deltas = None
+
+    def allocate_deltas(self, global_deltas: Any = None) -> None:
+        """Tell neon's DeltasTree how large an error buffer this layer needs."""
+        if global_deltas is not None:
+            global_deltas.proc_layer(self)
+
+    def set_next(self, layer: Any) -> None:
+        self.next_layer = layer
+
+    is_mklop = False
+
+    def get_is_mklop(self) -> bool:
+        """neon's MKL layout flag: neonlike keeps one layout on every CPU backend, so no layer
+        ever needs its data converted (be.convert_data does nothing)."""
+        return self.is_mklop
+
+    def set_is_mklop(self) -> None:
+        self.is_mklop = True
+
+    def set_not_mklop(self) -> None:
+        self.is_mklop = False
 
     # ---------------------------------------------------------------- running
     def fprop(self, inputs: Any, inference: bool = False) -> Any:
@@ -95,6 +130,7 @@ class ParameterLayer(Layer):
         super().__init__(name, parallelism)
         from ..initializers import GlorotUniform
         self.init = init if init is not None else GlorotUniform()
+        self.owns_delta = True
         self.W: Any = None
         self.dW: Any = None
         self.states: list = []
@@ -169,7 +205,7 @@ class Bias(ParameterLayer):
     def __init__(self, init: Any = None, name: str | None = None) -> None:
         from ..initializers import Constant
         super().__init__(init if init is not None else Constant(0.0), name)
-        self.owns_output = False
+        self.owns_output = self.owns_delta = False
 
     def configure(self, in_obj: Any) -> Layer:
         super().configure(in_obj)
@@ -203,6 +239,7 @@ class Activation(Layer):
 
     def __init__(self, transform: Any, name: str | None = None) -> None:
         super().__init__(name)
+        self.owns_delta = True
         self.transform = transform
         self.own_bprop = has_bprop(transform)
         self.owns_output = not self.own_bprop   # Autodiff needs the inputs kept
@@ -308,7 +345,7 @@ class LookupTable(ParameterLayer):
             if self.pad_idx is not None:
                 dW[self.pad_idx] = 0
             self.dW.set(dW)
-        return None
+        return self.deltas      # indices take no error; neon returned its delta buffer as is
 
 
 # ---------------------------------------------------------------- image layers
@@ -389,6 +426,7 @@ class Pooling(Layer):
     def __init__(self, fshape: Any, op: str = "max", strides: Any = None, padding: Any = None,
                  name: str | None = None) -> None:
         super().__init__(name)
+        self.owns_delta = True
         if op not in ("max", "avg"):
             raise ValueError(f"Pooling: op must be 'max' or 'avg', got {op!r}")
         self.fshape, self.op = fshape, op
@@ -438,6 +476,7 @@ class BatchNorm(Layer):
 
     def __init__(self, rho: float = 0.9, eps: float = 1e-3, name: str | None = None) -> None:
         super().__init__(name)
+        self.owns_delta = True
         self.rho, self.eps = rho, eps
         self.has_params = True
         self.states: list = [[], []]

@@ -35,9 +35,21 @@ class ConvLayer:
         self.N, self.C, self.K = N, C, K
         self.D, self.H, self.W = D, H, W
         self.T, self.R, self.S = T, R, S
-        self.M = output_dim(D, T, pad_d, str_d, dil_d, "conv_layer (depth)")
-        self.P = output_dim(H, R, pad_h, str_h, dil_h, "conv_layer (height)")
-        self.Q = output_dim(W, S, pad_w, str_w, dil_w, "conv_layer (width)")
+        # neon builds a layer whose window does not fit (an output size below 1: its tests
+        # make such layers and check dimO first); running one raises, naming the axis
+        self.unfit: str | None = None
+        sizes = []
+        for args in ((D, T, pad_d, str_d, dil_d, "conv_layer (depth)"),
+                     (H, R, pad_h, str_h, dil_h, "conv_layer (height)"),
+                     (W, S, pad_w, str_w, dil_w, "conv_layer (width)")):
+            try:
+                sizes.append(output_dim(*args))
+            except ValueError as e:
+                if min(args[:2] + args[3:5]) < 1 or args[2] < 0:
+                    raise
+                self.unfit = self.unfit or str(e)
+                sizes.append((args[0] + 2 * args[2] - (args[4] * (args[1] - 1) + 1)) // args[3] + 1)
+        self.M, self.P, self.Q = sizes
         M, P, Q = self.M, self.P, self.Q
         self.NCK, self.DHW, self.TRS, self.MPQ = (N, C, K), (D, H, W), (T, R, S), (M, P, Q)
         self.padding = (pad_d, pad_h, pad_w)

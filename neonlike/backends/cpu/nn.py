@@ -352,6 +352,8 @@ def _check_layer(op: str, layer: Any, cls: type) -> None:
     if not isinstance(layer, cls):
         raise TypeError(f"{op}: layer must be a {cls.__name__} (from be.{cls.__name__[:-5].lower()}"
                         f"_layer), got {type(layer).__name__}")
+    if getattr(layer, "unfit", None):
+        raise ValueError(f"{op}: {layer.unfit}")
 
 
 def _check_index_dtype(dt: np.dtype, window: int) -> None:
