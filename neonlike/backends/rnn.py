@@ -52,3 +52,31 @@ class RNNOpsMixin:
             delta[:] = activation.bprop(h) * delta
             if delta_prev is not None:
                 self.compound_dot(W_recur, delta, delta_prev, beta=1.0)
+
+    def compound_lstm_fprop_step(self, ifog: Any, c_prev: Any, c: Any, c_act: Any, h: Any,
+                                 activation: Any, gate_activation: Any, nout: int) -> None:
+        """One LSTM step after its GEMMs: ifog (4 * nout, bsz) holds the pre-activations of the
+        gates i, f, o, g on entry and their activations on return; c = f*c_prev + i*g,
+        c_act = activation(c), h = o * c_act."""
+        n = nout
+        ifog[:3 * n] = gate_activation(ifog[:3 * n])
+        ifog[3 * n:] = activation(ifog[3 * n:])
+        i, f, o, g = ifog[:n], ifog[n:2 * n], ifog[2 * n:3 * n], ifog[3 * n:]
+        c[:] = f * c_prev + i * g
+        c_act[:] = activation(c)
+        h[:] = o * c_act
+
+    def compound_lstm_bprop_step(self, dh: Any, c_delta: Any, c_delta_next: Any, f_next: Any,
+                                 ifog: Any, c_prev: Any, c_act: Any, ifog_delta: Any,
+                                 activation: Any, gate_activation: Any, nout: int) -> None:
+        """One LSTM step of bprop: dh, the error of h; c_delta_next * f_next, the error the next
+        step sends to this cell (None for the last step); writes c_delta and the pre-activation
+        gate errors ifog_delta (4 * nout, bsz)."""
+        n = nout
+        i, f, o, g = ifog[:n], ifog[n:2 * n], ifog[2 * n:3 * n], ifog[3 * n:]
+        tree = activation.bprop(c_act) * o * dh
+        c_delta[:] = tree if c_delta_next is None else tree + c_delta_next * f_next
+        ifog_delta[:n] = gate_activation.bprop(i) * c_delta * g
+        ifog_delta[n:2 * n] = gate_activation.bprop(f) * c_delta * c_prev
+        ifog_delta[2 * n:3 * n] = gate_activation.bprop(o) * dh * c_act
+        ifog_delta[3 * n:] = activation.bprop(g) * c_delta * i

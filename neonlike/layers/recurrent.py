@@ -98,31 +98,24 @@ class _Gates:
 # ---------------------------------------------------------------------------------------------
 
 def _lstm_fprop(be: Any, W_recur: Any, S: dict, act: Any, gate: Any) -> None:
+    n = W_recur.shape[1]
     for k in range(len(S["h"])):
         be.compound_dot(W_recur, S["h_prev"][k], S["ifog"][k], beta=1.0)
-        S["ifo"][k][:] = gate(S["ifo"][k])
-        S["g"][k][:] = act(S["g"][k])
-        S["c"][k][:] = S["f"][k] * S["c_prev"][k] + S["i"][k] * S["g"][k]
-        S["c_act"][k][:] = act(S["c"][k])
-        S["h"][k][:] = S["o"][k] * S["c_act"][k]
+        be.compound_lstm_fprop_step(S["ifog"][k], S["c_prev"][k], S["c"][k], S["c_act"][k],
+                                    S["h"][k], act, gate, n)
 
 
 def _lstm_bprop(be: Any, W_recur_T: Any, S: dict, act: Any, gate: Any, h0_err: Any,
                 c0_err: Any) -> None:
     """S["dh"] holds the errors of the outputs on entry; leaves the pre-activation gate errors in
     S["ifog_d"] and the errors of the starting state in h0_err, c0_err."""
-    n = len(S["h"])
-    for k in reversed(range(n)):
-        dh, c_d = S["dh"][k], S["c_d"][k]
-        if k < n - 1:
-            be.compound_dot(W_recur_T, S["ifog_d"][k + 1], dh, beta=1.0)
-            c_d[:] = act.bprop(S["c_act"][k]) * S["o"][k] * dh + S["c_d"][k + 1] * S["f"][k + 1]
-        else:
-            c_d[:] = act.bprop(S["c_act"][k]) * S["o"][k] * dh
-        S["i_d"][k][:] = gate.bprop(S["i"][k]) * c_d * S["g"][k]
-        S["f_d"][k][:] = gate.bprop(S["f"][k]) * c_d * S["c_prev"][k]
-        S["o_d"][k][:] = gate.bprop(S["o"][k]) * dh * S["c_act"][k]
-        S["g_d"][k][:] = act.bprop(S["g"][k]) * c_d * S["i"][k]
+    n, last = W_recur_T.shape[0], len(S["h"]) - 1
+    for k in reversed(range(last + 1)):
+        if k < last:
+            be.compound_dot(W_recur_T, S["ifog_d"][k + 1], S["dh"][k], beta=1.0)
+        nxt = (None, None) if k == last else (S["c_d"][k + 1], S["f"][k + 1])
+        be.compound_lstm_bprop_step(S["dh"][k], S["c_d"][k], nxt[0], nxt[1], S["ifog"][k],
+                                    S["c_prev"][k], S["c_act"][k], S["ifog_d"][k], act, gate, n)
     be.compound_dot(W_recur_T, S["ifog_d"][0], h0_err)
     c0_err[:] = S["c_d"][0] * S["f"][0]
 

@@ -12,6 +12,7 @@ from ...tensor import Tensor
 from .. import reference
 from ..backend import Backend
 from .nn import NNOpsMixin
+from .rnn import CPURNNMixin
 
 
 class CPUTensor(Tensor):
@@ -72,7 +73,7 @@ class CPUTensor(Tensor):
         return CPUTensor(self.backend, flat.view(dt).reshape(shape), name, base=self)
 
 
-class NervanaCPU(NNOpsMixin, Backend):
+class NervanaCPU(CPURNNMixin, NNOpsMixin, Backend):
     """neon's CPU backend on numpy."""
 
     backend_name = "cpu"
