@@ -220,3 +220,34 @@ def test_multi_optimizer_map_list(be):
     opt.optimize(layers, 0)
     assert opt.map_list == {a: [layers[0], layers[2]], b: [layers[1]]}
     np.testing.assert_allclose([lay.W.get()[0, 0] for lay in layers], [0.9, 0.8, 0.9])
+
+
+def test_nms_keeps_the_best_of_overlapping_boxes(be):
+    dets = np.array([[0, 0, 9, 9, 0.9],       # kept
+                     [1, 1, 10, 10, 0.8],     # IoU with the first 81/119 = 0.68: dropped at 0.5
+                     [20, 20, 29, 29, 0.7],   # apart: kept
+                     [0, 0, 0, 0, 0.0],       # score 0: ignored
+                     [0, 0, 9, 4, 0.6]])      # inside the first: IoU 0.5, kept at <= 0.5
+    assert be.nms(be.array(dets), 0.5) == [0, 2, 3]
+    assert be.nms(be.array(dets), 0.7) == [0, 1, 2, 3]
+    normalized = dets[:, :4] / 30
+    assert be.nms(np.hstack([normalized, dets[:, 4:]]), 0.5, normalized=True) == [0, 2, 3]
+    with pytest.raises(ValueError, match=r"nms: detections must be \(count, 5\)"):
+        be.nms(np.zeros((3, 4)), 0.5)
+
+
+def test_timing_marks(be):
+    tic, toc = be.init_mark(), be.init_mark()
+    be.record_mark(tic)
+    sum(range(10000))
+    be.record_mark(toc)
+    be.synchronize_mark(toc)
+    assert be.get_time(tic, toc) > 0
+
+
+def test_check_gpu_without_a_gpu_says_zero():
+    from neonlike.backends.util import check_gpu
+    import importlib.util
+    if importlib.util.find_spec("pycuda") is not None:
+        pytest.skip("pycuda is installed: the count depends on the machine")
+    assert check_gpu.get_compute_capability(0) == 0.0 and check_gpu.get_device_count() == 0

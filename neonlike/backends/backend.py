@@ -19,6 +19,7 @@ from ..ops import OP_INFO, Kind, Op
 from ..optree import (_MAKERS, OpDict, OpTreeNode, Operators, _dict_update, _new_opdict, build,
                       shape_of)
 from ..tensor import Tensor
+from .host_ops import HostOpsMixin
 from .rnn import RNNOpsMixin
 
 __all__ = ["Backend", "Tensor", "OpTreeNode"]
@@ -27,7 +28,7 @@ FLOATS = tuple(np.dtype(t) for t in ("float16", "float32", "float64"))
 _COUNTS = Memo("backend.reduced_counts", 4096)  # (shape, axis) -> elements reduced
 
 
-class Backend(RNNOpsMixin):
+class Backend(HostOpsMixin, RNNOpsMixin):
     """The device-independent half of a backend. See the module docstring for the device half."""
 
     backend_name = "abstract"

@@ -1,0 +1,1 @@
+"""neon's `neon.backends.util`: GPU capability checks (check_gpu)."""
