@@ -32,27 +32,32 @@ def _standard(activation: Any, gate_activation: Any) -> bool:
 def _roots(tensors: tuple) -> list | None:
     """(root, r0, c0) for each float32 step view: the C-ordered 2-D array over the view's base
     with rows as long as the view's row stride, and the view's first row and column in it; None
-    where a view does not lie in one so."""
+    where a view does not lie in one so. Kept on the view (its geometry never changes)."""
     out = []
     for t in tensors:
-        a = getattr(t, "_tensor", None)
-        base = getattr(t, "_original_base", None)
-        root = getattr(base, "_tensor", None)
-        if not isinstance(a, np.ndarray) or a.dtype != _F32 or a.ndim != 2 or \
-                not isinstance(root, np.ndarray) or root.dtype != _F32 or \
-                not root.flags.c_contiguous:
+        found = getattr(t, "_rnn_root", None)
+        if found is None:
+            found = t._rnn_root = _root(t)
+        if found is False:
             return None
-        if a.shape[0] > 1 and a.strides[1] != 4 or a.strides[0] % 4 or a.strides[0] <= 0:
-            return None
-        L = a.strides[0] // 4 if a.shape[0] > 1 else root.shape[-1]
-        if root.size % L or (a.shape[0] == 1 and a.strides[1] != 4):
-            return None
-        off = (a.__array_interface__["data"][0] - root.__array_interface__["data"][0]) // 4
-        r0, c0 = divmod(off, L)
-        if c0 + a.shape[1] > L:
-            return None
-        out += [root.reshape(-1, L), r0, c0]
+        out += found
     return out
+
+
+def _root(t: Any) -> tuple | bool:
+    a = getattr(t, "_tensor", None)
+    root = getattr(getattr(t, "_original_base", None), "_tensor", None)
+    if not isinstance(a, np.ndarray) or a.dtype != _F32 or a.ndim != 2 or \
+            not isinstance(root, np.ndarray) or root.dtype != _F32 or \
+            not root.flags.c_contiguous or a.strides[1] != 4 or a.strides[0] % 4 or \
+            a.strides[0] <= 0:
+        return False
+    L = a.strides[0] // 4
+    off = (a.__array_interface__["data"][0] - root.__array_interface__["data"][0]) // 4
+    r0, c0 = divmod(off, L)
+    if root.size % L or c0 + a.shape[1] > L:
+        return False
+    return (root.reshape(-1, L), r0, c0)
 
 
 class CPURNNMixin:
