@@ -251,3 +251,103 @@ def test_check_gpu_without_a_gpu_says_zero():
     if importlib.util.find_spec("pycuda") is not None:
         pytest.skip("pycuda is installed: the count depends on the machine")
     assert check_gpu.get_compute_capability(0) == 0.0 and check_gpu.get_device_count() == 0
+
+
+@pytest.fixture
+def be4():
+    be = gen_backend("cpu", batch_size=4)
+    NervanaObject.be = be
+    return be
+
+
+def test_text_streams_time_major_batches(be4, tmp_path):
+    from neonlike.data import Text
+    text = "the quick brown fox jumps over the lazy dog, again and again and again."
+    path = tmp_path / "t.txt"
+    path.write_text(text)
+    train_path, valid_path = Text.create_valid_file(str(path), valid_split=0.25)
+    assert open(train_path).read() + open(valid_path).read() == text
+    data = Text(3, str(path))
+    assert data.nbatches == len(text) // 12 and data.ndata == data.nbatches * 4
+    for i, (X, y) in enumerate(data):
+        ids, nxt = X.get().argmax(0), y.get().argmax(0)
+        for b in range(4):                    # stream b continues across batches
+            start = b * 3 * data.nbatches + i * 3
+            assert "".join(data.index_to_token[k] for k in ids[b::4]) == text[start:start + 3]
+            want = (text[:data.nbatches * 12] * 2)[start + 1:start + 4]
+            assert "".join(data.index_to_token[k] for k in nxt[b::4]) == want
+    with pytest.raises(ValueError, match="the given vocab lacks"):
+        Text(3, str(path), vocab=["a"])
+
+
+def test_ptb_reads_local_files_with_the_training_vocab(be4, tmp_path):
+    from neonlike.data import PTB
+    for phase, words in (("train", " a b c d \n" * 8), ("valid", " a b \n" * 8),
+                         ("test", " c d \n" * 8)):         # PTB lines: " words \n"
+        (tmp_path / f"ptb.{phase}.txt").write_text(words)
+    ptb = PTB(2, path=str(tmp_path), tokenizer="newline_tokenizer")
+    assert ptb.train_iter.vocab == ptb.valid_iter.vocab == ["<eos>", "a", "b", "c", "d"]
+    with pytest.raises(FileNotFoundError, match="ptb.train.txt"):
+        PTB(2, path=str(tmp_path / "nowhere")).train_iter
+    with pytest.raises(ValueError, match="no tokenizer named 'words'"):
+        PTB(2, tokenizer="words")
+
+
+def test_array_iterator_sequence_labels(be4):
+    from neonlike.data import ArrayIterator
+    x = np.arange(30.0).reshape(10, 3)
+    y = np.arange(20).reshape(10, 2) % 5
+    batches = [(X.get(), Y.get()) for X, Y in ArrayIterator(x, y, nclass=5)]
+    order = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1]            # the last batch wraps around
+    for i, (X, Y) in enumerate(batches):
+        rows = order[4 * i:4 * i + 4]
+        np.testing.assert_array_equal(X, x[rows].T)
+        assert Y.shape == (5, 8)
+        np.testing.assert_array_equal(Y.argmax(0), np.concatenate([y[rows, 0], y[rows, 1]]))
+
+
+def test_benchmark_and_print_stats(be4):
+    from neonlike.benchmark import Benchmark
+    from neonlike.data import ArrayIterator
+    from neonlike.initializers import Gaussian
+    from neonlike.layers import Affine, GeneralizedCost
+    from neonlike.models import Model
+    from neonlike.optimizers import GradientDescentMomentum
+    from neonlike.transforms import CrossEntropyBinary, Logistic
+    data = ArrayIterator(RNG.normal(size=(12, 5)), RNG.integers(0, 3, 12), nclass=3)
+    model = Model([Affine(3, Gaussian(scale=0.1), activation=Logistic(shortcut=True))])
+    bench = Benchmark(model)
+    with pytest.raises(RuntimeError, match="needs the model's cost and optimizer"):
+        bench.time(data, niterations=2)
+    model.initialize(data, GeneralizedCost(CrossEntropyBinary()))
+    model.optimizer = GradientDescentMomentum(0.1)
+    times = bench.time(data, niterations=4)
+    assert all(len(v) == 4 and min(v) >= 0 for k, v in times.items() if not k.startswith("b")
+               or k == "bprop")
+    assert any(k.startswith("fprop ") for k in times) and any(k.startswith("bprop ") for k in times)
+
+    class Screen:
+        def display(self, text):
+            self.text = text
+    screen = Screen()
+    stats = Benchmark.print_stats({"step": [1.0, 2.0, 4.0]}, output=screen)
+    assert stats == {"step": {"Mean": pytest.approx(7 / 3), "Median": 2.0, "Amin": 1.0,
+                              "Amax": 4.0}}
+    assert "Amax" in screen.text and "step" in screen.text
+    with pytest.raises(TypeError, match="display method"):
+        Benchmark.print_stats({"step": [1.0]}, output=object())
+    with pytest.raises(ValueError, match="provide a dict of timings"):
+        Benchmark.print_stats({})
+    model.set_batch_size(3)
+    model.set_seq_len(7)
+    assert all(layer.actual_bsz == 3 and layer.actual_seq_len == 7
+               for layer in model.layers.layers)
+    result = model.benchmark(data, inference=True, niterations=2, nskip=1)
+    assert set(result) == {"fprop"}
+
+
+def test_a_pooling_whose_window_does_not_fit_builds_and_refuses_to_run(be4):
+    layer = be4.pool_layer(np.float32, "max", 4, 2, H=2, W=2, R=3, S=3, str_h=2, str_w=2)
+    assert layer.dimO == (2, 1, 0, 0, 4)
+    with pytest.raises(ValueError, match=r"fprop_pool: pool_layer \(height\): a window of 3"):
+        be4.fprop_pool(layer, be4.zeros(layer.dimI2), be4.zeros((1, 4)))

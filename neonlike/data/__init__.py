@@ -1,5 +1,8 @@
-"""Data: ArrayIterator over in-memory arrays; MNIST from local files; scikit-learn's digits."""
+"""Data: ArrayIterator over in-memory arrays; MNIST and PTB from local files, Text; scikit-learn's
+digits."""
 from .dataiterator import ArrayIterator
 from .datasets import MNIST, find_mnist, load_digits, load_mnist, read_idx
+from .text import PTB, Text
 
-__all__ = ["ArrayIterator", "MNIST", "load_mnist", "load_digits", "find_mnist", "read_idx"]
+__all__ = ["ArrayIterator", "MNIST", "PTB", "Text", "load_mnist", "load_digits", "find_mnist",
+           "read_idx"]

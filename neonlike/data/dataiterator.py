@@ -1,6 +1,7 @@
 """ArrayIterator (neon.data.dataiterator): minibatches of in-memory arrays, feature-major.
 
-The whole X goes to the device once (N, features), and the labels once as one-hot rows (N, nclass).
+The whole X goes to the device once (N, features), and the labels once as one-hot rows (N, nclass);
+labels (N, T) of a sequence become targets (nclass, T*bsz), step t's one-hot columns at t*bsz.
 A minibatch is the transposed view of bsz consecutive rows, (features, bsz) and (nclass, bsz): no
 copy (neon copied and transposed each batch; GEMMs read the transposed view as it is, and layers
 never write into their inputs). The last partial batch wraps around to the start of the data, and
@@ -48,12 +49,13 @@ class ArrayIterator(NervanaObject):
         self.Xbuf = be.iobuf(self.nfeatures)
         self.ybuf = None
         self.ydev = None
+        self.steps = 1
         if y is not None:
             y = np.asarray(y)
             if y.shape[0] != self.ndata:
                 raise ValueError(f"ArrayIterator: X has {self.ndata} samples, y has {y.shape[0]}")
             if make_onehot:
-                y = y.reshape(-1)
+                y = y.reshape(self.ndata, -1)
                 if y.dtype.kind not in "iu" and not np.all(np.rint(y) == y):
                     raise ValueError("ArrayIterator: class labels must be integers")
                 if nclass is None:
@@ -62,15 +64,18 @@ class ArrayIterator(NervanaObject):
                     raise ValueError(f"ArrayIterator: labels must be in [0, {nclass}), got "
                                      f"{y.min()}..{y.max()}")
                 self.nclass = int(nclass)
-                self.labels = y.astype(np.int64)
-                hot = np.zeros((self.ndata, self.nclass), dtype=be.default_dtype)
-                hot[np.arange(self.ndata), self.labels] = 1
-                self.ydev = be.array(hot)
+                self.steps = y.shape[1]        # labels per sample: a sequence's, one per step
+                self.labels = y.astype(np.int64) if self.steps > 1 else \
+                    y.reshape(-1).astype(np.int64)
+                hot = np.zeros((self.ndata, self.steps, self.nclass), dtype=be.default_dtype)
+                np.put_along_axis(hot, y.astype(np.int64)[:, :, None], 1.0, axis=2)
+                self.ydev = be.array(hot.reshape(self.ndata, -1))
             else:
                 y = y.reshape(self.ndata, -1)
                 self.nclass = y.shape[1]
                 self.ydev = be.array(y.astype(be.default_dtype))
-            self.ybuf = be.iobuf(self.nclass)
+            self.ybuf = be.iobuf((self.nclass, self.steps)) if self.steps > 1 else \
+                be.iobuf(self.nclass)
         self.start = 0
 
     @property
@@ -81,16 +86,23 @@ class ArrayIterator(NervanaObject):
         self.start = 0
 
     def _fill(self, lo: int, n: int, at: int) -> None:
-        """Samples lo..lo+n into columns at..at+n of the buffers."""
-        for buf, dev in ((self.Xbuf, self.Xdev), (self.ybuf, self.ydev)):
-            if buf is not None:
-                buf[:, at:at + n] = dev[lo:lo + n].T
+        """Samples lo..lo+n into columns at..at+n of the buffers (a sequence's labels: step t's
+        one-hot columns at t*bsz + at, neon's time-major layout)."""
+        self.Xbuf[:, at:at + n] = self.Xdev[lo:lo + n].T
+        if self.ybuf is None:
+            return
+        c, bsz = self.nclass, self.be.bsz
+        for t in range(self.steps):
+            self.ybuf[:, t * bsz + at:t * bsz + at + n] = self.ydev[lo:lo + n, t * c:(t + 1) * c].T
 
     def __iter__(self) -> Iterator:
         bsz = self.be.bsz
         for i in range(self.start, self.ndata, bsz):
             n = min(bsz, self.ndata - i)
-            if n == bsz:
+            if n == bsz and self.steps > 1:
+                self._fill(i, n, 0)
+                yield self.Xdev[i:i + n].T, self.ybuf
+            elif n == bsz:
                 yield self.Xdev[i:i + n].T, (None if self.ydev is None else self.ydev[i:i + n].T)
             else:                                  # wrap around to the start
                 self._fill(i, n, 0)

@@ -107,6 +107,34 @@ class Model(NervanaObject):
             callbacks.on_minibatch_end(epoch, mb_idx)
         self.total_cost[:] = self.total_cost * (1.0 / max(n, 1))
 
+    def set_batch_size(self, N: int) -> None:
+        """The minibatch's real size (buffers keep the backend's): each layer's `actual_bsz`,
+        or its own set_batch_size (neon's hook; no neonlike layer shortens its work by it)."""
+        self._tell_layers("set_batch_size", "actual_bsz", N)
+
+    def set_seq_len(self, S: int) -> None:
+        """The sequences' real length: each layer's `actual_seq_len` (or its set_seq_len)."""
+        self._tell_layers("set_seq_len", "actual_seq_len", S)
+
+    def _tell_layers(self, method: str, attr: str, value: int) -> None:
+        for layer in self.layers.layers_fprop():
+            setter = getattr(layer, method, None)
+            setter(value) if setter is not None else setattr(layer, attr, value)
+
+    def benchmark(self, dataset: Any, inference: bool = False, cost: Any = None,
+                  optimizer: Any = None, niterations: int = 20, nskip: int = 2) -> dict:
+        """ms per minibatch of fprop (and, with a cost and an optimizer, bprop and the whole
+        iteration) over niterations + nskip minibatches, the first nskip left out; printed
+        through the logger and returned as {step: {Mean, Median, Amin, Amax}}."""
+        from ..benchmark import Benchmark
+        if not inference and (cost is None or optimizer is None):
+            raise RuntimeError("Model.benchmark: timing bprop needs a cost and an optimizer")
+        self.initialize(dataset, cost)
+        if optimizer is not None:
+            self.optimizer = optimizer
+        times = Benchmark(self, time_layers=False).time(dataset, inference, niterations + nskip)
+        return Benchmark.print_stats(times, nskip=nskip)
+
     def fprop(self, x: Any, inference: bool = False) -> Any:
         return self.layers.fprop(x, inference)
 

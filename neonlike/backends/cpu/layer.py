@@ -18,6 +18,22 @@ ALGOS = ("direct", "im2col")
 CONV_OPS = ("fprop", "bprop", "update")
 
 
+def _sizes(axes: tuple) -> tuple:
+    """Output sizes along axes of (size, window, pad, stride, dilation, what), and the reason
+    the window does not fit where one is below 1 (else None). neon builds such layers (its tests
+    make them and read dimO first); running one raises with the reason (nn._check_layer)."""
+    sizes, unfit = [], None
+    for X, S, pad, stride, dil, what in axes:
+        try:
+            sizes.append(output_dim(X, S, pad, stride, dil, what))
+        except ValueError as e:
+            if min(X, S, stride, dil) < 1 or pad < 0:
+                raise
+            unfit = unfit or str(e)
+            sizes.append((X + 2 * pad - (dil * (S - 1) + 1)) // stride + 1)
+    return tuple(sizes), unfit
+
+
 class ConvLayer:
     """neon's ConvLayer: the shapes of one convolution, passed to fprop/bprop/update_conv.
 
@@ -35,21 +51,10 @@ class ConvLayer:
         self.N, self.C, self.K = N, C, K
         self.D, self.H, self.W = D, H, W
         self.T, self.R, self.S = T, R, S
-        # neon builds a layer whose window does not fit (an output size below 1: its tests
-        # make such layers and check dimO first); running one raises, naming the axis
-        self.unfit: str | None = None
-        sizes = []
-        for args in ((D, T, pad_d, str_d, dil_d, "conv_layer (depth)"),
-                     (H, R, pad_h, str_h, dil_h, "conv_layer (height)"),
-                     (W, S, pad_w, str_w, dil_w, "conv_layer (width)")):
-            try:
-                sizes.append(output_dim(*args))
-            except ValueError as e:
-                if min(args[:2] + args[3:5]) < 1 or args[2] < 0:
-                    raise
-                self.unfit = self.unfit or str(e)
-                sizes.append((args[0] + 2 * args[2] - (args[4] * (args[1] - 1) + 1)) // args[3] + 1)
-        self.M, self.P, self.Q = sizes
+        (self.M, self.P, self.Q), self.unfit = _sizes(
+            ((D, T, pad_d, str_d, dil_d, "conv_layer (depth)"),
+             (H, R, pad_h, str_h, dil_h, "conv_layer (height)"),
+             (W, S, pad_w, str_w, dil_w, "conv_layer (width)")))
         M, P, Q = self.M, self.P, self.Q
         self.NCK, self.DHW, self.TRS, self.MPQ = (N, C, K), (D, H, W), (T, R, S), (M, P, Q)
         self.padding = (pad_d, pad_h, pad_w)
@@ -104,10 +109,11 @@ class PoolLayer:
         self.N, self.C = N, C
         self.D, self.H, self.W = D, H, W
         self.J, self.T, self.R, self.S = J, T, R, S
-        self.K = output_dim(C, J, pad_c, strides[0], 1, "pool_layer (channels)")
-        self.M = output_dim(D, T, pad_d, strides[1], 1, "pool_layer (depth)")
-        self.P = output_dim(H, R, pad_h, strides[2], 1, "pool_layer (height)")
-        self.Q = output_dim(W, S, pad_w, strides[3], 1, "pool_layer (width)")
+        (self.K, self.M, self.P, self.Q), self.unfit = _sizes(
+            ((C, J, pad_c, strides[0], 1, "pool_layer (channels)"),
+             (D, T, pad_d, strides[1], 1, "pool_layer (depth)"),
+             (H, R, pad_h, strides[2], 1, "pool_layer (height)"),
+             (W, S, pad_w, strides[3], 1, "pool_layer (width)")))
         self.JTRS, self.DHW, self.MPQ = (J, T, R, S), (D, H, W), (self.M, self.P, self.Q)
         self.padding = (pad_c, pad_d, pad_h, pad_w)
         self.strides = strides
