@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from neonlike.backends import gen_backend
-from neonlike.initializers import Gaussian
+from neonlike.initializers import Gaussian, GlorotUniform
 from neonlike.layers.recurrent import (GRU, LSTM, BiBNRNN, BiLSTM, BiRNN, BiSum, DeepBiLSTM,
                                        DeepBiRNN, Recurrent, RecurrentLast, RecurrentMean,
                                        RecurrentSum, get_steps)
@@ -296,3 +296,31 @@ def test_parameters_as_neon(be):
     assert layer.b.shape == (4 * NOUT, 1) and not layer.b.get().any()
     layer.W_recur[:] = 7.0                         # the views write into W
     assert (W.get()[NIN:-1] == 7.0).all()
+
+
+@pytest.mark.parametrize("make, head", [
+    (lambda: LSTM(16, GlorotUniform(), activation=Tanh(), gate_activation=Logistic()),
+     RecurrentLast),
+    (lambda: GRU(16, GlorotUniform(), activation=Tanh(), gate_activation=Logistic()),
+     RecurrentLast),
+    (lambda: BiLSTM(16, GlorotUniform(), activation=Tanh(), gate_activation=Logistic()),
+     RecurrentLast)], ids=["LSTM", "GRU", "BiLSTM"])
+def test_trains_in_a_model(make, head):
+    """Model.fit on a dataset's (strided) minibatches: predict the next point of two sines."""
+    from neonlike.data import ArrayIterator
+    from neonlike.layers import Affine, GeneralizedCost
+    from neonlike.models import Model
+    from neonlike.optimizers import RMSProp
+    from neonlike.transforms import Identity, MeanSquared
+    gen_backend("cpu", batch_size=32, rng_seed=0)
+    steps, t = 10, np.arange(1200) * 0.1
+    series = np.stack([np.sin(t), np.cos(1.3 * t)], 1).astype(np.float32)
+    X = np.stack([series[i:i + steps].T for i in range(len(series) - steps - 1)])
+    y = np.stack([series[i + steps] for i in range(len(series) - steps - 1)])
+    data = ArrayIterator(X.reshape(len(X), -1), y, make_onehot=False, lshape=(2, steps))
+    model = Model(layers=[make(), head(), Affine(2, GlorotUniform(), bias=GlorotUniform(),
+                                                 activation=Identity())])
+    model.fit(data, optimizer=RMSProp(learning_rate=0.01), num_epochs=4,
+              cost=GeneralizedCost(MeanSquared()), callbacks=None)
+    mse = np.mean((model.get_outputs(data)[:len(y)] - y) ** 2)
+    assert mse < 0.1 * y.var()

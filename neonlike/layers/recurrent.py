@@ -58,13 +58,29 @@ def interpret_in_shape(xshape: Any) -> tuple:
 
 
 def _rows(x: Any, rows: int, cols: int, who: str) -> Any:
-    """x as a (rows, cols) view, with an error naming both shapes where it cannot be one."""
+    """x as a (rows, cols) view, with an error naming both shapes where its size differs; None
+    where x is a strided view (a dataset's minibatch) that only a copy can reshape."""
     if tuple(x.shape) == (rows, cols):
         return x
     if x.size != rows * cols:
         raise ValueError(f"{who}: expected inputs of {rows} features x {cols} columns (steps * "
                          f"batch), got shape {tuple(x.shape)}")
-    return x.reshape(rows, cols)
+    try:
+        return x.reshape(rows, cols)
+    except ValueError:
+        return None
+
+
+def _as_rows(layer: Any, x: Any, rows: int, cols: int) -> Any:
+    """_rows, or a copy into the layer's own (rows, cols) buffer where a view cannot be had."""
+    view = _rows(x, rows, cols, layer.name)
+    if view is not None:
+        return view
+    buf = getattr(layer, "_x_copy", None)
+    if buf is None or tuple(buf.shape) != (rows, cols):
+        buf = layer._x_copy = layer.be.empty((rows, cols))
+    buf.reshape(x.shape)[:] = x
+    return buf
 
 
 def _recur_grad(be: Any, dW: Any, delta: Any, h: Any, h0: Any, n: int, reverse: bool) -> None:
@@ -163,6 +179,8 @@ class Recurrent(ParameterLayer):
         self._x_src: Any = None
         self.W_input: Any = None
         self.nsteps = 0
+        self.out_deltas_buffer: Any = None       # set_deltas gives it (not for a first layer)
+        self.out_deltas_buffer_f = self.out_deltas_buffer_b = None
 
     def __str__(self) -> str:
         return (f"{type(self).__name__} Layer '{self.name}': {self.nin} inputs, {self.nout} "
@@ -235,9 +253,10 @@ class Recurrent(ParameterLayer):
     def init_buffers(self, inputs: Any) -> bool:
         """Take `inputs` as (nin, steps * batch); True when it is a new input tensor."""
         if self.x is not None and inputs is self._x_src:
+            if self.x is getattr(self, "_x_copy", None):
+                self.x.reshape(inputs.shape)[:] = inputs      # the same tensor, new values
             return False
-        cols = self.nsteps * self.be.bsz
-        self.x = _rows(inputs, self.nin, cols, self.name)
+        self.x = _as_rows(self, inputs, self.nin, self.nsteps * self.be.bsz)
         self._x_src = inputs
         self.xs = get_steps(self.x, self.i_shape)
         return True
@@ -467,6 +486,8 @@ class RecurrentOutput(Layer):
         self.owns_output = self.owns_delta = True
         self.x: Any = None
         self.nsteps = 0
+        self.deltas_buffer: Any = None
+        self.delta_steps: list = []
 
     def __str__(self) -> str:
         return (f"RecurrentOutput choice {self.name} : ({self.nin}, {self.nsteps}) inputs, "
@@ -487,7 +508,7 @@ class RecurrentOutput(Layer):
     def init_buffers(self, inputs: Any) -> None:
         if self.x is None or self.x is not inputs:
             self.x = inputs
-            self.xs = get_steps(_rows(inputs, self.nin, self.nsteps * self.be.bsz, self.name),
+            self.xs = get_steps(_as_rows(self, inputs, self.nin, self.nsteps * self.be.bsz),
                                 (self.nin, self.nsteps))
 
 
@@ -728,7 +749,7 @@ class BiSum(Layer):
         return self
 
     def fprop(self, inputs: Any, inference: bool = False) -> Any:
-        self.x = _rows(inputs, self.nin, self.nsteps * self.be.bsz, self.name)
+        self.x = _as_rows(self, inputs, self.nin, self.nsteps * self.be.bsz)
         half = self.nin // 2
         self.outputs[:] = self.x[:half] + self.x[half:]
         return self.outputs
