@@ -24,9 +24,11 @@ setup(
         "tqdm>=4.60",     # the training progress bar (callbacks.ProgressBarCallback)
     ],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6"],
+        # the tests run everything: the distributed tests under mpiexec, the HDF5 iterator's
+        "test": ["pytest>=7", "hypothesis>=6", "mpi4py", "mpich", "h5py"],
         "gpu": ["pycuda>=2024.1"],
         "bench": ["numexpr"],
+        "hdf5": ["h5py"],             # HDF5Iterator (neon's HDF5 datasets)
         "mpi": ["mpi4py", "mpich"],   # data-parallel training (neonlike.distributed); mpich brings mpiexec
     },
     classifiers=[

@@ -351,3 +351,34 @@ def test_a_pooling_whose_window_does_not_fit_builds_and_refuses_to_run(be4):
     assert layer.dimO == (2, 1, 0, 0, 4)
     with pytest.raises(ValueError, match=r"fprop_pool: pool_layer \(height\): a window of 3"):
         be4.fprop_pool(layer, be4.zeros(layer.dimI2), be4.zeros((1, 4)))
+
+
+def test_hdf5_iterators(be4, tmp_path):
+    h5py = pytest.importorskip("h5py")
+    from neonlike.data import HDF5Iterator, HDF5IteratorAutoencoder, HDF5IteratorOneHot
+    n, lshape = 10, (2, 1, 3)
+    x = RNG.normal(size=(n, 6))
+    path = tmp_path / "d.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("input", data=x).attrs["lshape"] = lshape
+        f.create_dataset("mean", data=np.array([1.0, -2.0]))           # per channel
+        out = f.create_dataset("output", data=(np.arange(n) % 3).reshape(-1, 1))
+        out.attrs["nclass"] = 3
+    centred = x - np.repeat([1.0, -2.0], 3)
+    order = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1]                     # the last batch wraps
+    it = HDF5Iterator(str(path))
+    assert it.shape == lshape and it.nbatches == 3
+    for i, (X, T) in enumerate(it):
+        rows = order[4 * i:4 * i + 4]
+        np.testing.assert_allclose(X.get(), centred[rows].T, rtol=1e-6, atol=1e-6)
+        np.testing.assert_array_equal(T.get(), (np.array(rows) % 3)[None, :])
+    it.cleanup()
+    hot = HDF5IteratorOneHot(str(path))
+    for i, (X, T) in enumerate(hot):
+        np.testing.assert_array_equal(T.get(), np.eye(3)[np.array(order[4 * i:4 * i + 4]) % 3].T)
+    hot.cleanup()
+    ae = HDF5IteratorAutoencoder(str(path))
+    assert all(X is T for X, T in ae)
+    ae.cleanup()
+    with pytest.raises(OSError, match="file not found"):
+        HDF5Iterator(str(tmp_path / "none.h5"))

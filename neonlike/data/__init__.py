@@ -2,7 +2,9 @@
 digits."""
 from .dataiterator import ArrayIterator
 from .datasets import MNIST, find_mnist, load_digits, load_mnist, read_idx
+from .hdf5iterator import HDF5Iterator, HDF5IteratorAutoencoder, HDF5IteratorOneHot
 from .text import PTB, Text
 
-__all__ = ["ArrayIterator", "MNIST", "PTB", "Text", "load_mnist", "load_digits", "find_mnist",
+__all__ = ["ArrayIterator", "HDF5Iterator", "HDF5IteratorOneHot", "HDF5IteratorAutoencoder",
+           "MNIST", "PTB", "Text", "load_mnist", "load_digits", "find_mnist",
            "read_idx"]
