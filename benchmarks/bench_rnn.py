@@ -48,7 +48,7 @@ def make_case(nin, nout, bsz, steps, rng):
         layer.bprop(r)
 
     net = torch.nn.LSTM(nin, nout)
-    order = np.r_[0:2 * nout, 3 * nout:4 * nout, 2 * nout:3 * nout]   # torch i f g o <- neon i f o g
+    order = np.r_[0:2 * nout, 3 * nout:4 * nout, 2 * nout:3 * nout]  # torch ifgo <- neon ifog
     with torch.no_grad():
         net.weight_ih_l0.copy_(torch.from_numpy(layer.W_input.get()[order]))
         net.weight_hh_l0.copy_(torch.from_numpy(layer.W_recur.get()[order]))

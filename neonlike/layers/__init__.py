@@ -2,8 +2,9 @@
 from .container import Sequential
 from .layer import (Activation, Affine, BatchNorm, Bias, CompoundLayer, Conv, Convolution, Dropout,
                     GeneralizedCost, Layer, Linear, LookupTable, ParameterLayer, Pooling)
-from .recurrent import (GRU, LSTM, BiBNRNN, BiLSTM, BiRNN, BiSum, DeepBiLSTM, DeepBiRNN, Recurrent,
-                        RecurrentLast, RecurrentMean, RecurrentOutput, RecurrentSum)
+from .bidirectional import BiBNRNN, BiLSTM, BiRNN, BiSum, DeepBiLSTM, DeepBiRNN
+from .recurrent import (GRU, LSTM, Recurrent, RecurrentLast, RecurrentMean, RecurrentOutput,
+                        RecurrentSum)
 
 __all__ = ["Layer", "ParameterLayer", "Linear", "Bias", "Activation", "Affine", "Conv", "Convolution",
            "Pooling", "BatchNorm", "Dropout", "LookupTable", "Sequential", "GeneralizedCost",

@@ -4,8 +4,9 @@ used, where numba is installed).
 Each operand is a step view given as (root, r0, c0): the C-ordered float32 2-D array it lies in
 and its first row and column there, so the batch loop runs over unit-stride memory that Numba
 knows is contiguous and vectorises (a strided view's type would not); each row runs as short
-loops over one or few operands, which vectorise where one loop over all of them does not. ifog holds the gates i, f,
-o, g in row blocks of n. The standard cell: gates Logistic, cell candidate and cell output Tanh.
+loops over one or few operands, which vectorise where one loop over all of them does not.
+ifog holds the gates i, f, o, g in row blocks of n. The standard cell: gates Logistic, cell
+candidate and cell output Tanh.
 """
 from __future__ import annotations
 
