@@ -1,7 +1,9 @@
 """neon's layers: `from neonlike.layers import Affine, Conv, Pooling, GeneralizedCost`."""
-from .container import Sequential
-from .layer import (Activation, Affine, BatchNorm, Bias, CompoundLayer, Conv, Convolution, Dropout,
-                    GeneralizedCost, Layer, Linear, LookupTable, ParameterLayer, Pooling)
+from .container import (Broadcast, DeltasTree, MergeBroadcast, MergeMultistream, MergeSum, Sequential,
+                        SingleOutputTree, Tree)
+from .layer import (LRN, Activation, Affine, BatchNorm, Bias, BranchNode, CompoundLayer, Conv,
+                    Convolution, Convolution_bias, Deconvolution, Dropout, GeneralizedCost, Layer,
+                    Linear, LookupTable, ParameterLayer, Pooling, Reshape, SkipNode)
 from .bidirectional import BiBNRNN, BiLSTM, BiRNN, BiSum, DeepBiLSTM, DeepBiRNN
 from .recurrent import (GRU, LSTM, Recurrent, RecurrentLast, RecurrentMean, RecurrentOutput,
                         RecurrentSum)
@@ -10,4 +12,6 @@ __all__ = ["Layer", "ParameterLayer", "Linear", "Bias", "Activation", "Affine", 
            "Pooling", "BatchNorm", "Dropout", "LookupTable", "Sequential", "GeneralizedCost",
            "CompoundLayer", "Recurrent", "LSTM", "GRU", "BiRNN", "BiBNRNN", "BiLSTM", "BiSum",
            "DeepBiRNN", "DeepBiLSTM", "RecurrentOutput", "RecurrentSum", "RecurrentMean",
-           "RecurrentLast"]
+           "RecurrentLast", "Convolution_bias", "Deconvolution", "LRN", "Reshape", "SkipNode",
+           "BranchNode", "Tree", "SingleOutputTree", "Broadcast", "MergeSum", "MergeBroadcast",
+           "MergeMultistream", "DeltasTree"]

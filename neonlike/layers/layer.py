@@ -9,6 +9,7 @@ then `fprop(inputs, inference)` and `bprop(error)` per minibatch. Parameter laye
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from typing import Any
@@ -41,6 +42,8 @@ class Layer(NervanaObject):
         self.parallelism = parallelism  # output); Sequential gives a first layer its own buffer
         self.owns_delta = False      # neon's: whether set_deltas(DeltasTree) gives it a buffer
         self.next_layer: Any = None
+        self.acc_on = False          # neon's: accumulate gradients over bprops (set_acc_on)
+        self.acc_params: list = []   # (scratch, gradient) pairs that `accumulates` sums
 
     def __str__(self) -> str:
         return f"{type(self).__name__} '{self.name}': {self.in_shape} -> {self.out_shape}"
@@ -69,6 +72,11 @@ class Layer(NervanaObject):
         """The buffer of the error this layer sends to the previous one: its own; or, given
         neon's DeltasTree, one of the tree's two alternating shared buffers where the layer owns
         its deltas and has a previous layer (else None), as neon did."""
+        if isinstance(self.prev_layer, BranchNode):    # the paths' errors meet in its buffer
+            if self.prev_layer.deltas is None:
+                self.prev_layer.set_deltas(delta_buffers)
+            self.deltas = self.prev_layer.deltas
+            return
         if delta_buffers is None:
             self.deltas = self.be.iobuf(self.in_shape)
             return
@@ -115,7 +123,57 @@ class Layer(NervanaObject):
     def get_terminal(self) -> Layer:
         return self
 
+    # ---------------------------------------------------------------- gradient accumulation
+    def set_acc_on(self, acc_on: bool) -> None:
+        """Make bprop add its gradients to the previous ones (True) or overwrite them; needs
+        `allocate(accumulate_updates=True)` first (BufferError otherwise, as neon)."""
+        if not hasattr(self, "accumulate_updates"):
+            raise BufferError(f"{self.name}: set_acc_on needs allocate(accumulate_updates=True) "
+                              f"first")
+        if self.accumulate_updates:
+            self.acc_on = bool(acc_on)
+
+    @staticmethod
+    def accumulates(f: Any) -> Any:
+        """Decorate a bprop so that, with acc_on, each gradient in `acc_params` ends as its
+        value before the call plus the call's."""
+        @functools.wraps(f)
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if not isinstance(self, Layer):
+                raise TypeError(f"Layer.accumulates decorates methods of layers, not of "
+                                f"{type(self).__name__}")
+            if self.acc_on:
+                for acc, grad in self.acc_params:
+                    acc[:] = grad
+            out = f(self, *args, **kwargs)
+            if self.acc_on:
+                for acc, grad in self.acc_params:
+                    grad[:] = grad + acc
+            return out
+        return wrapper
+
+    def _acc_buffers(self, accumulate_updates: bool, grads: list) -> None:
+        self.accumulate_updates = accumulate_updates
+        self.acc_params = ([(self.be.empty_like(g), g) for g in grads]
+                           if accumulate_updates else [])
+
     # ---------------------------------------------------------------- serialisation
+    def get_params_serialize(self, keep_states: bool = True) -> dict:
+        return self.get_description(get_weights=True, keep_states=keep_states)
+
+    def set_params(self, pdict: dict) -> None:
+        """Set the layer's parameters from a `get_params_serialize()` dict (its 'params')."""
+        for key, value in pdict.get("params", {}).items():
+            current = getattr(self, key, None)
+            if current is not None and hasattr(current, "set"):
+                if tuple(current.shape) != tuple(np.shape(value)):
+                    raise ValueError(f"{self.name}: set_params {key!r} has shape "
+                                     f"{np.shape(value)}, the layer's is {tuple(current.shape)}")
+                current.set(np.asarray(value))
+            else:
+                setattr(self, key, self.be.array(np.asarray(value), name=f"{self.name}_{key}"))
+
+    # ---------------------------------------------------------------- serialisation (models)
     def get_description(self, get_weights: bool = False, keep_states: bool = False) -> dict:
         return {"type": type(self).__name__, "name": self.name}
 
@@ -137,7 +195,7 @@ class ParameterLayer(Layer):
         self.weight_shape: tuple | None = None
         self.has_params = True
 
-    def allocate(self, shared_outputs: Any = None) -> None:
+    def allocate(self, shared_outputs: Any = None, accumulate_updates: bool = False) -> None:
         super().allocate(shared_outputs)
         if self.W is None:
             self.W = self.be.empty(self.weight_shape, name=f"{self.name}_W")
@@ -146,9 +204,15 @@ class ParameterLayer(Layer):
             raise ValueError(f"{self.name}: its weights have shape {tuple(self.W.shape)}, but "
                              f"inputs of shape {self.in_shape} need {self.weight_shape}")
         self.dW = self.be.zeros_like(self.W, name=f"{self.name}_dW")
+        self._acc_buffers(accumulate_updates, [self.dW])
 
     def get_params(self) -> list:
         return [((self.W, self.dW), self.states)]
+
+    def set_params(self, pdict: dict) -> None:
+        super().set_params(pdict)
+        if self.dW is None or tuple(self.dW.shape) != tuple(self.W.shape):
+            self.dW = self.be.zeros_like(self.W, name=f"{self.name}_dW")
 
     def get_description(self, get_weights: bool = False, keep_states: bool = False) -> dict:
         d = super().get_description()
@@ -192,6 +256,7 @@ class Linear(ParameterLayer):
         self.be.compound_dot(self.W, inputs, self.outputs)
         return self.outputs
 
+    @Layer.accumulates
     def bprop(self, error: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
         if self.deltas is not None:
             self.be.compound_dot(self.W.T, error, self.deltas, alpha, beta)
@@ -228,6 +293,7 @@ class Bias(ParameterLayer):
         self._channels(self.outputs)[:] = x + self.W
         return self.outputs
 
+    @Layer.accumulates
     def bprop(self, error: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
         self.dW[:] = self.be.sum(self._channels(error), axis=1)
         return error
@@ -412,10 +478,126 @@ class Convolution(ParameterLayer):
         self.be.fprop_conv(self.nglayer, inputs, self.W, self.outputs)
         return self.outputs
 
+    @Layer.accumulates
     def bprop(self, error: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
         if self.deltas is not None:
             self.be.bprop_conv(self.nglayer, self.W, error, self.deltas, alpha=alpha, beta=beta)
         self.be.update_conv(self.nglayer, self.inputs, error, self.dW)
+        return self.deltas
+
+
+class Convolution_bias(Convolution):
+    """A Convolution with a per-filter bias fused into it (neon's Conv wrapper builds it when
+    given a bias without batch norm): weight_bias (K, 1), grad_bias."""
+
+    def __init__(self, fshape: Any, strides: Any = None, padding: Any = None, dilation: Any = None,
+                 init: Any = None, bsum: bool = False, name: str | None = None,
+                 bias: Any = None) -> None:
+        super().__init__(fshape, strides, padding, dilation, init, bsum, name)
+        from ..initializers import Constant
+        self.init_bias = bias if bias is not None else Constant(0.0)
+        self.weight_bias: Any = None
+        self.grad_bias: Any = None
+        self.states = [[], []]
+
+    def allocate(self, shared_outputs: Any = None, accumulate_updates: bool = False) -> None:
+        super().allocate(shared_outputs, accumulate_updates)
+        K = self.fshape[-1]
+        if self.weight_bias is None:
+            self.weight_bias = self.be.empty((K, 1), name=f"{self.name}_bias")
+            self.init_bias.fill(self.weight_bias)
+        elif tuple(self.weight_bias.shape) != (K, 1):
+            raise ValueError(f"{self.name}: its bias has shape {tuple(self.weight_bias.shape)}, "
+                             f"{K} filters need ({K}, 1)")
+        self.grad_bias = self.be.zeros((K, 1), name=f"{self.name}_grad_bias")
+        self._acc_buffers(accumulate_updates, [self.dW, self.grad_bias])
+
+    def fprop(self, inputs: Any, inference: bool = False) -> Any:
+        self.inputs = inputs
+        self.be.fprop_conv(self.nglayer, inputs, self.W, self.outputs, bias=self.weight_bias)
+        return self.outputs
+
+    @Layer.accumulates
+    def bprop(self, error: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
+        if self.deltas is not None:
+            self.be.bprop_conv(self.nglayer, self.W, error, self.deltas, alpha=alpha, beta=beta)
+        self.be.update_conv(self.nglayer, self.inputs, error, self.dW, grad_bias=self.grad_bias)
+        return self.deltas
+
+    def get_params(self) -> list:
+        return [((self.W, self.dW), self.states[0]),
+                ((self.weight_bias, self.grad_bias), self.states[1])]
+
+    def set_params(self, pdict: dict) -> None:
+        super().set_params(pdict)
+        if self.weight_bias is not None and self.grad_bias is None:
+            self.grad_bias = self.be.zeros_like(self.weight_bias)
+
+    def get_description(self, get_weights: bool = False, keep_states: bool = False) -> dict:
+        d = Layer.get_description(self)
+        if get_weights:
+            d["params"] = {"W": self.W.get(), "weight_bias": self.weight_bias.get()}
+            if keep_states:
+                d["states"] = [[s.get() for s in st] for st in self.states]
+        return d
+
+    def load_weights(self, pdict: dict, load_states: bool = True) -> None:
+        self.set_params(pdict)
+        if load_states and "states" in pdict:
+            self.states = [[self.be.array(s) for s in st] for st in pdict["states"]]
+
+
+class Deconvolution(ParameterLayer):
+    """The transpose of a convolution: (K, (M,) P, Q) inputs to (C, (D,) H, W) outputs, fshape
+    (R, S, C) or (T, R, S, C); W is (C*T*R*S, K), the weights of the convolution it inverts."""
+
+    def __init__(self, fshape: Any, strides: Any = None, padding: Any = None, dilation: Any = None,
+                 init: Any = None, bsum: bool = False, name: str | None = None) -> None:
+        super().__init__(init, name)
+        fshape = _shape(fshape)
+        if len(fshape) not in (3, 4):
+            raise ValueError(f"Deconvolution: fshape must be (R, S, C) or (T, R, S, C), got "
+                             f"{fshape}")
+        self.fshape = (1,) + fshape if len(fshape) == 3 else fshape
+        self.strides, self.padding, self.dilation = strides, padding, dilation
+        for value, prefix in ((strides, "str"), (padding, "pad"), (dilation, "dil")):
+            if value is not None:
+                _spec(value, prefix, True)
+        self.bsum = bsum
+        self.nglayer: Any = None
+
+    def configure(self, in_obj: Any) -> Layer:
+        super().configure(in_obj)
+        K, M, P, Q = _spatial(self.in_shape, f"{self.name} (Deconvolution)")
+        T, R, S, C = self.fshape
+        params = {f"{k}_{n}": v for k, v in (("str", 1), ("pad", 0), ("dil", 1)) for n in "dhw"}
+        for value, prefix in ((self.strides, "str"), (self.padding, "pad"), (self.dilation, "dil")):
+            if value is not None:
+                params.update(_spec(value, prefix, len(self.in_shape) == 4))
+        # the input size whose convolution has the given output size
+        D, H, W = ((o - 1) * params[f"str_{n}"] - 2 * params[f"pad_{n}"]
+                   + params[f"dil_{n}"] * (f - 1) + 1
+                   for o, f, n in ((M, T, "d"), (P, R, "h"), (Q, S, "w")))
+        if min(D, H, W) < 1:
+            raise ValueError(f"{self.name} (Deconvolution): inputs {self.in_shape} with filter "
+                             f"{self.fshape[:3]} and {params} give an output of size "
+                             f"{(D, H, W)}")
+        self.nglayer = self.be.conv_layer(self.be.default_dtype, self.be.bsz, C, K, D, H, W,
+                                          T, R, S, **params)
+        self.out_shape = (C, H, W) if len(self.in_shape) == 3 else (C, D, H, W)
+        self.weight_shape = (C * T * R * S, K)
+        return self
+
+    def fprop(self, inputs: Any, inference: bool = False) -> Any:
+        self.inputs = inputs
+        self.be.bprop_conv(self.nglayer, self.W, inputs, self.outputs)
+        return self.outputs
+
+    @Layer.accumulates
+    def bprop(self, error: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
+        if self.deltas is not None:
+            self.be.fprop_conv(self.nglayer, error, self.W, self.deltas, alpha=alpha, beta=beta)
+        self.be.update_conv(self.nglayer, error, self.inputs, self.dW)
         return self.deltas
 
 
@@ -470,12 +652,171 @@ class Pooling(Layer):
         return self.deltas
 
 
+class LRN(Layer):
+    """Local response normalisation across channels: y = x / (1 + ascale/depth * sum of x^2
+    over the `depth` channels centred on x's (zeros beyond the edges)) ** bpower."""
+
+    def __init__(self, depth: int, alpha: float = 1.0, beta: float = 0.0, ascale: float = 1.0,
+                 bpower: float = 1.0, name: str | None = None) -> None:
+        super().__init__(name)
+        if int(depth) < 1 or int(depth) % 2 == 0:
+            raise ValueError(f"LRN: depth must be a positive odd int, got {depth!r}")
+        self.J = self.depth = int(depth)
+        self.alpha, self.beta, self.ascale, self.bpower = alpha, beta, ascale, bpower
+        self.owns_delta = True
+        self.nglayer: Any = None
+        self.denom: Any = None
+
+    def configure(self, in_obj: Any) -> Layer:
+        super().configure(in_obj)
+        C, D, H, W = _spatial(self.in_shape, f"{self.name} (LRN)")
+        self.nglayer = self.be.lrn_layer(self.be.default_dtype, self.be.bsz, C, D, H, W, self.J)
+        self.out_shape = self.in_shape
+        return self
+
+    def allocate(self, shared_outputs: Any = None) -> None:
+        super().allocate(shared_outputs)
+        self.denom = self.be.iobuf(self.in_shape)
+
+    def fprop(self, inputs: Any, inference: bool = False) -> Any:
+        self.inputs = inputs
+        self.be.fprop_lrn(self.nglayer, inputs, self.outputs, self.denom, self.alpha, self.beta,
+                          self.ascale, self.bpower)
+        return self.outputs
+
+    def bprop(self, error: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
+        if self.deltas is not None:
+            self.be.bprop_lrn(self.nglayer, self.inputs, self.outputs, error, self.deltas,
+                              self.denom, self.alpha, self.beta, self.ascale, self.bpower)
+        return self.deltas
+
+
+class Reshape(Layer):
+    """A new shape for the same buffer: neon's (features, steps * batch) buffers reshaped in C
+    order. `reshape` may hold one 0 (keep that axis of the input) and one -1 (inferred)."""
+
+    def __init__(self, reshape: Any, name: str | None = None) -> None:
+        super().__init__(name)
+        self.reshape = _shape(reshape)
+        if self.reshape.count(-1) > 1:
+            raise ValueError(f"Reshape: at most one -1 in {self.reshape}")
+        self.owns_output = False
+
+    @staticmethod
+    def _buffer_shape(shape: tuple, bsz: int) -> tuple:
+        return (shape[0], shape[1] * bsz) if len(shape) == 2 else (math.prod(shape), bsz)
+
+    def configure(self, in_obj: Any) -> Layer:
+        super().configure(in_obj)
+        out = [self.in_shape[i] if d == 0 and i < len(self.in_shape) else d
+               for i, d in enumerate(self.reshape)]
+        if -1 in out:
+            known = math.prod(d for d in out if d != -1)
+            if known == 0 or self.nin % known:
+                raise ValueError(f"{self.name}: cannot reshape {self.in_shape} to {self.reshape}")
+            out = [self.nin // known if d == -1 else d for d in out]
+        if math.prod(out) != self.nin:
+            raise ValueError(f"{self.name}: cannot reshape {self.in_shape} ({self.nin} features) "
+                             f"to {tuple(out)} ({math.prod(out)})")
+        self.out_shape = tuple(out)
+        self.in_shape_t = self._buffer_shape(self.in_shape, self.be.bsz)
+        self.out_shape_t = self._buffer_shape(self.out_shape, self.be.bsz)
+        return self
+
+    def _view(self, x: Any, shape: tuple) -> Any:
+        try:
+            return x.reshape(shape)
+        except ValueError:      # not contiguous: a copy
+            y = self.be.empty(x.shape, dtype=x.dtype)
+            y[:] = x
+            return y.reshape(shape)
+
+    def fprop(self, inputs: Any, inference: bool = False) -> Any:
+        self.inputs = inputs
+        self.outputs = self._view(inputs, self.out_shape_t)
+        return self.outputs
+
+    def bprop(self, error: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
+        self.deltas = self._view(error, self.in_shape_t)
+        return self.deltas
+
+
+class SkipNode(Layer):
+    """The identity: the short path of a residual block (MergeSum adds it to the long one)."""
+
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__(name)
+        self.owns_delta = True
+
+    def configure(self, in_obj: Any) -> Layer:
+        super().configure(in_obj)
+        self.out_shape = self.in_shape
+        return self
+
+    def fprop(self, inputs: Any, inference: bool = False, beta: float = 0.0) -> Any:
+        self.inputs = inputs
+        self.outputs[:] = inputs if beta == 0 else inputs + beta * self.outputs
+        return self.outputs
+
+    def bprop(self, error: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
+        if self.deltas is not None:
+            self.deltas[:] = (alpha * error if beta == 0 else
+                              alpha * error + beta * self.deltas)
+        return self.deltas
+
+
+class BranchNode(Layer):
+    """Sends the previous layer's output down several paths of a Tree; its deltas buffer
+    collects their errors. Branch nodes are singletons by name (neon's): every path names the
+    same node."""
+
+    instances: dict = {}
+
+    def __new__(cls, name: str | None = None) -> BranchNode:
+        if name is not None and name in cls.instances:
+            return cls.instances[name]
+        return super().__new__(cls)
+
+    def __init__(self, name: str | None = None) -> None:
+        if getattr(self, "_made", False):
+            return
+        super().__init__(name)
+        self._made = True
+        if name is not None:
+            BranchNode.instances[name] = self
+        self.owns_output = False
+
+    def configure(self, in_obj: Any) -> Layer:
+        if in_obj is None and self.in_shape is not None:
+            return self
+        super().configure(in_obj)
+        self.out_shape = self.in_shape
+        return self
+
+    def fprop(self, inputs: Any = None, inference: bool = False) -> Any:
+        if inputs is not None:
+            self.outputs = inputs
+        return self.outputs
+
+    def set_deltas(self, delta_buffers: Any = None) -> None:
+        if self.deltas is None:
+            if delta_buffers is None:
+                self.deltas = self.be.iobuf(self.in_shape)
+            else:
+                self.deltas = self.be.iobuf(self.in_shape, shared=delta_buffers.buffers[0])
+                delta_buffers.buffers.reverse()
+
+    def bprop(self, error: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
+        return self.deltas
+
+
 class BatchNorm(Layer):
     """Normalises each feature (each channel for image inputs) over the batch (and the image):
     y = gamma * (x - mean) / sqrt(var + eps) + beta, with running averages (rho) for inference."""
 
     def __init__(self, rho: float = 0.9, eps: float = 1e-3, name: str | None = None) -> None:
         super().__init__(name)
+        self.gamma = self.beta = self.gmean = self.gvar = None
         self.owns_delta = True
         self.rho, self.eps = rho, eps
         self.has_params = True
@@ -487,13 +828,15 @@ class BatchNorm(Layer):
         self.nfm = self.in_shape[0]
         return self
 
-    def allocate(self, shared_outputs: Any = None) -> None:
+    def allocate(self, shared_outputs: Any = None, accumulate_updates: bool = False) -> None:
         super().allocate(shared_outputs)
         be, F = self.be, (self.nfm, 1)
-        self.gamma, self.beta = be.ones(F, name=f"{self.name}_gamma"), be.zeros(F, name=f"{self.name}_beta")
+        for key, fill in (("gamma", 1.0), ("beta", 0.0), ("gmean", 0.0), ("gvar", 1.0)):
+            if getattr(self, key, None) is None:     # set_params may have given them
+                setattr(self, key, be.array(np.full(F, fill), name=f"{self.name}_{key}"))
         self.grad_gamma, self.grad_beta = be.zeros(F), be.zeros(F)
-        self.gmean, self.gvar = be.zeros(F), be.ones(F)
         self.xmean, self.xvar = be.zeros(F), be.zeros(F)
+        self._acc_buffers(accumulate_updates, [self.grad_gamma, self.grad_beta])
 
     def _flat(self, x: Any) -> Any:
         return x if len(self.in_shape) == 1 else x.reshape((self.nfm, -1))
@@ -505,6 +848,7 @@ class BatchNorm(Layer):
                                   self.rho, True, inference=inference)
         return self.outputs
 
+    @Layer.accumulates
     def bprop(self, error: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
         if self.deltas is None:   # the first layer: its input gradient is computed, not sent
             self.deltas = self.be.iobuf(self.in_shape)
@@ -568,14 +912,19 @@ class Affine(CompoundLayer):
 
 
 class Conv(CompoundLayer):
-    """[Convolution, Bias, BatchNorm, Activation]."""
+    """[Convolution_bias (a bias without batch norm) or Convolution, BatchNorm, Activation]."""
 
     def __init__(self, fshape: Any, init: Any = None, strides: Any = None, padding: Any = None,
                  dilation: Any = None, bias: Any = None, batch_norm: bool = False,
                  activation: Any = None, name: str | None = None) -> None:
         super().__init__(bias, batch_norm, activation, name)
-        self.append(Convolution(fshape, strides=strides, padding=padding, dilation=dilation,
-                                init=init, bsum=batch_norm, name=name))
+        if bias is not None and not batch_norm:     # neon fuses the bias into the conv
+            self.append(Convolution_bias(fshape, strides=strides, padding=padding,
+                                         dilation=dilation, init=init, name=name, bias=bias))
+            self.bias = None
+        else:
+            self.append(Convolution(fshape, strides=strides, padding=padding, dilation=dilation,
+                                    init=init, bsum=batch_norm, name=name))
         self.add_postfilter_layers()
 
 
