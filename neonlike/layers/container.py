@@ -445,6 +445,9 @@ class MergeMultistream(MergeBroadcast):
         self._configure_merge()
         return self
 
+    def allocate_deltas(self, global_deltas: Any = None) -> None:
+        pass        # its paths' errors go to their inputs, the data: nothing is shared
+
     def set_deltas(self, delta_buffers: Any = None) -> None:
         for path in self.layers:
             path.allocate_deltas()

@@ -152,10 +152,16 @@ class Layer(NervanaObject):
             return out
         return wrapper
 
-    def _acc_buffers(self, accumulate_updates: bool, grads: list) -> None:
+    def _acc_buffers(self, accumulate_updates: bool, names: list) -> None:
+        """With accumulate_updates, a scratch `acc_<name>` for each gradient attribute named."""
         self.accumulate_updates = accumulate_updates
-        self.acc_params = ([(self.be.empty_like(g), g) for g in grads]
-                           if accumulate_updates else [])
+        self.acc_params = []
+        if accumulate_updates:
+            for name in names:
+                grad = getattr(self, name)
+                acc = self.be.empty_like(grad)
+                setattr(self, f"acc_{name}", acc)
+                self.acc_params.append((acc, grad))
 
     # ---------------------------------------------------------------- serialisation
     def get_params_serialize(self, keep_states: bool = True) -> dict:
@@ -204,7 +210,7 @@ class ParameterLayer(Layer):
             raise ValueError(f"{self.name}: its weights have shape {tuple(self.W.shape)}, but "
                              f"inputs of shape {self.in_shape} need {self.weight_shape}")
         self.dW = self.be.zeros_like(self.W, name=f"{self.name}_dW")
-        self._acc_buffers(accumulate_updates, [self.dW])
+        self._acc_buffers(accumulate_updates, ["dW"])
 
     def get_params(self) -> list:
         return [((self.W, self.dW), self.states)]
@@ -510,7 +516,7 @@ class Convolution_bias(Convolution):
             raise ValueError(f"{self.name}: its bias has shape {tuple(self.weight_bias.shape)}, "
                              f"{K} filters need ({K}, 1)")
         self.grad_bias = self.be.zeros((K, 1), name=f"{self.name}_grad_bias")
-        self._acc_buffers(accumulate_updates, [self.dW, self.grad_bias])
+        self._acc_buffers(accumulate_updates, ["dW", "grad_bias"])
 
     def fprop(self, inputs: Any, inference: bool = False) -> Any:
         self.inputs = inputs
@@ -836,7 +842,7 @@ class BatchNorm(Layer):
                 setattr(self, key, be.array(np.full(F, fill), name=f"{self.name}_{key}"))
         self.grad_gamma, self.grad_beta = be.zeros(F), be.zeros(F)
         self.xmean, self.xvar = be.zeros(F), be.zeros(F)
-        self._acc_buffers(accumulate_updates, [self.grad_gamma, self.grad_beta])
+        self._acc_buffers(accumulate_updates, ["grad_gamma", "grad_beta"])
 
     def _flat(self, x: Any) -> Any:
         return x if len(self.in_shape) == 1 else x.reshape((self.nfm, -1))
