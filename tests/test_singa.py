@@ -398,3 +398,18 @@ def test_optimizers_against_torch(make, tmake):
         ((torch.tensor(x) @ tw) ** 2).sum().backward()
         to.step()
     np.testing.assert_allclose(w.to_numpy(), tw.detach().numpy(), rtol=1e-9)
+
+
+def test_the_readme_singa_example_runs():
+    import re
+    from pathlib import Path
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = text.split("## SINGA's tape autograd", 1)[1].split("\n## ", 1)[0]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    scope: dict = {}
+    exec(compile(code.replace("print(", "_ = ("), "README.md", "exec"), scope)
+    from neonlike.singa import autograd, tensor
+    loss = autograd.softmax_cross_entropy(
+        autograd.add_bias(autograd.matmul(scope["x"], scope["w"]), scope["b"]), scope["t"])
+    first = float(tensor.to_numpy(loss).ravel()[0])
+    assert np.isfinite(first) and first < np.log(10)      # it learned something
