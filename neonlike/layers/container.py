@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import inspect
 import math
+from functools import reduce
+from operator import add
 from typing import Any
 
 from .. import NervanaObject
@@ -459,3 +461,125 @@ class MergeMultistream(MergeBroadcast):
         for path, e in zip(self.layers, self._parts(error)):
             path.bprop(e)
         return None
+
+
+class GenerativeAdversarial(Sequential):
+    """A GAN's two stacks (neon's GAN model trains them): `generator` and `discriminator`, each
+    a Sequential (or a list of layers); `layers` is the generator's followed by the
+    discriminator's."""
+
+    def __init__(self, generator: Any, discriminator: Any, name: str | None = None) -> None:
+        Layer.__init__(self, name)
+        stacks = []
+        for who, stack in (("generator", generator), ("discriminator", discriminator)):
+            if isinstance(stack, (list, tuple)):
+                stack = Sequential(list(stack))
+            if not isinstance(stack, Sequential):
+                raise TypeError(f"GenerativeAdversarial: the {who} must be a Sequential or a list "
+                                f"of layers, got {type(stack).__name__}")
+            stacks.append(stack)
+        self.generator, self.discriminator = stacks
+        self.layers = self.generator.layers + self.discriminator.layers
+
+    def configure(self, in_obj: Any) -> Layer:
+        """in_obj: the noise's shape; the discriminator takes the generator's output."""
+        Layer.configure(self, in_obj)
+        self.generator.configure(in_obj)
+        self.discriminator.configure(self.generator)
+        self.out_shape = self.discriminator.out_shape
+        return self
+
+    def allocate(self, shared_outputs: Any = None, accumulate_updates: bool = False) -> None:
+        # the discriminator sums its gradients over a noise batch and a data batch
+        self.generator.allocate(accumulate_updates=accumulate_updates)
+        self.discriminator.allocate(accumulate_updates=True)
+
+    def allocate_deltas(self, global_deltas: Any = None) -> None:
+        self.generator.allocate_deltas(global_deltas)
+        self.discriminator.allocate_deltas(global_deltas)
+        first = self.discriminator.layers[0]
+        if global_deltas is None and first.deltas is None:
+            first.set_deltas()      # the generator's error comes through it
+
+    def get_terminal(self) -> Layer:
+        return self.discriminator.get_terminal()
+
+
+class Multicost(NervanaObject):
+    """The costs of a Tree's outputs, one a path in order, weighted: the cost is
+    sum(weights[i] * costs[i]), each path's error its cost's times its weight. Targets are one
+    a cost (None: that cost is left out) or one for all."""
+
+    def __init__(self, costs: Any, weights: Any = None, name: str | None = None) -> None:
+        super().__init__(name)
+        self.costs = list(costs)
+        if not self.costs:
+            raise ValueError("Multicost: needs at least one cost")
+        self.weights = [1.0] * len(self.costs) if weights is None else list(weights)
+        if len(self.weights) != len(self.costs):
+            raise ValueError(f"Multicost: {len(self.weights)} weights for {len(self.costs)} "
+                             f"costs")
+        self.costfunc = self.costs[0].costfunc        # what callbacks display
+        self.deltas: Any = None
+        self.total: Any = None
+
+    def initialize(self, in_obj: Any) -> None:
+        if isinstance(in_obj, Layer) and hasattr(in_obj, "layers"):
+            terminals = in_obj.get_terminal()
+        elif isinstance(in_obj, (list, tuple)):
+            terminals = list(in_obj)
+        else:
+            raise TypeError(f"Multicost: initialize takes a container or a list of layers, got "
+                            f"{type(in_obj).__name__}")
+        if not isinstance(terminals, list) or len(terminals) != len(self.costs):
+            n = len(terminals) if isinstance(terminals, list) else 1
+            raise ValueError(f"Multicost: {len(self.costs)} costs for {n} outputs")
+        for cost, terminal in zip(self.costs, terminals):
+            cost.initialize(terminal)
+        self.total = self.be.empty((1, 1))
+
+    @property
+    def cost(self) -> Any:
+        return self.costs[0].cost
+
+    @property
+    def outputs(self) -> Any:
+        return self.costs[0].outputs
+
+    def _targets(self, targets: Any) -> list:
+        if isinstance(targets, (tuple, list)):
+            if len(targets) != len(self.costs):
+                raise ValueError(f"Multicost: {len(self.costs)} targets expected, got "
+                                 f"{len(targets)}")
+            return list(targets)
+        return [targets] * len(self.costs)
+
+    def get_cost(self, inputs: Any, targets: Any) -> Any:
+        if not isinstance(inputs, list):       # a SingleOutputTree in inference
+            return self.costs[0].get_cost(inputs, targets)
+        terms = [w * c.get_cost(i, t) for w, c, i, t
+                 in zip(self.weights, self.costs, inputs, self._targets(targets))
+                 if t is not None]
+        self.total[:] = reduce(add, terms)
+        return self.total
+
+    def get_errors(self, inputs: Any, targets: Any) -> list:
+        for cost, i, t, w in zip(self.costs, inputs, self._targets(targets), self.weights):
+            if t is not None:
+                cost.get_errors(i, t)
+                cost.deltas[:] = cost.deltas * w
+        if self.deltas is None:
+            self.deltas = [c.deltas for c in self.costs]
+        return self.deltas
+
+    def get_description(self) -> dict:
+        return {"type": "Multicost", "weights": self.weights,
+                "costs": [c.get_description() for c in self.costs]}
+
+
+def __getattr__(name: str) -> Any:
+    """neon's module path of the sequence-to-sequence containers (in layers/seq2seq.py)."""
+    if name in ("Seq2Seq", "Encoder", "Decoder"):
+        from . import seq2seq
+        return getattr(seq2seq, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -949,7 +949,8 @@ class GeneralizedCost(NervanaObject):
     def initialize(self, in_obj: Any) -> None:
         terminal = in_obj.get_terminal() if hasattr(in_obj, "get_terminal") else in_obj
         shape = terminal.out_shape if isinstance(terminal, Layer) else _shape(in_obj)
-        self.outputs = self.be.iobuf(1)
+        # a recurrent output (nout, steps) has one cost a step and sample, as in neon
+        self.outputs = self.be.iobuf((1, shape[1]) if len(shape) == 2 else 1)
         self.deltas = self.be.iobuf(shape)
         self.cost = self.be.empty((1, 1))
 
@@ -964,3 +965,46 @@ class GeneralizedCost(NervanaObject):
 
     def get_description(self) -> dict:
         return {"type": "GeneralizedCost", "costfunc": type(self.costfunc).__name__}
+
+
+class GeneralizedGANCost(GeneralizedCost):
+    """GeneralizedCost for a GAN's GANCost: get_cost takes the discriminator's outputs on data
+    and on noise (in the place of inputs and targets) and the cost_type GANCost computes."""
+
+    def get_cost(self, inputs: Any, targets: Any, cost_type: str = "dis") -> Any:
+        self.outputs[:] = self.costfunc(inputs, targets, cost_type)
+        self.cost[:] = self.be.mean(self.outputs, axis=1)
+        return self.cost
+
+
+class GeneralizedCostMask(GeneralizedCost):
+    """GeneralizedCost whose targets come with a mask, `(targets, mask)` of the outputs' shape
+    (0 where an output does not count, e.g. past a sequence's end); `weights` scales cost and
+    errors. The cost is the cost function's on masked outputs and targets, the error its
+    gradient on the unmasked ones times the mask, as neon's."""
+
+    def __init__(self, costfunc: Any, weights: float = 1.0, name: str | None = None) -> None:
+        super().__init__(costfunc, name)
+        self.weights = weights
+
+    def _split(self, targets_mask: Any, inputs: Any) -> tuple:
+        if not isinstance(targets_mask, (tuple, list)) or len(targets_mask) != 2:
+            raise TypeError(f"{type(self).__name__}: targets must be a (targets, mask) pair, got "
+                            f"{type(targets_mask).__name__}")
+        targets, mask = targets_mask
+        for what, t in (("targets", targets), ("mask", mask)):
+            if tuple(t.shape) != tuple(inputs.shape):
+                raise ValueError(f"{type(self).__name__}: {what} of the outputs' shape "
+                                 f"{tuple(inputs.shape)} expected, got {tuple(t.shape)}")
+        return targets, mask
+
+    def get_cost(self, inputs: Any, targets_mask: Any) -> Any:
+        targets, mask = self._split(targets_mask, inputs)
+        self.outputs[:] = self.costfunc(inputs * mask, targets * mask)
+        self.cost[:] = self.be.mean(self.outputs, axis=1) * self.weights
+        return self.cost
+
+    def get_errors(self, inputs: Any, targets_mask: Any) -> Any:
+        targets, mask = self._split(targets_mask, inputs)
+        self.deltas[:] = self.costfunc.bprop(inputs, targets) * mask * self.weights
+        return self.deltas
