@@ -341,8 +341,8 @@ def test_pool_bad_input(be):
         be.pool_layer(np.float32, "max", 2, 3, H=4, W=4, R=2, S=2, pad_h=2)
     with pytest.raises(ValueError, match="op must be"):
         be.pool_layer(np.float32, "median", 2, 3, H=4, W=4, R=2, S=2)
-    with pytest.raises(NotImplementedError, match="across channels"):
-        be.pool_layer(np.float32, "max", 2, 4, H=4, W=4, J=2, R=2, S=2)
+    with pytest.raises(ValueError, match="pad_c=2 must be smaller"):
+        be.pool_layer(np.float32, "max", 2, 4, H=4, W=4, J=2, R=2, S=2, pad_c=2)
     layer = be.pool_layer(np.float64, "max", 2, 3, H=4, W=4, R=2, S=2)
     I, O = be.zeros(layer.dimI2), be.zeros(layer.dimO2)
     with pytest.raises(ValueError, match=r"O has shape \(48, 2\), expected \(3, 1, 2, 2, 2\)"):

@@ -361,20 +361,21 @@ def epilogue(O, X, bias, mode, slope, bsum):
         if bsum.shape[0] == K:
             bsum[k, 0] = total
 
-
 # ---------------------------------------------------------------------------------------------
-# pooling (J = 1): one (c, m, p) output row per task
+# pooling: one (k, m, p) output row per task; j runs over the channels of a window (J = 1: c = k)
 # ---------------------------------------------------------------------------------------------
 
 @njit(parallel=True, cache=True)
-def fprop_pool(I, O, argmax, is_max, beta, T, R, S, g):
-    """O = max (first on ties, a NaN before all; argmax = t*R*S + r*S + s within the full
-    window) or the mean over the window's valid positions, plus beta * O."""
+def fprop_pool(I, O, argmax, is_max, beta, J, T, R, S, g):
+    """O = max (first on ties, a NaN before all; argmax = ((j*T + t)*R + r)*S + s within the full
+    window) or the mean over the window's valid positions, plus beta * O; `g` is (pad_c, pad_d,
+    pad_h, pad_w, str_c, str_d, str_h, str_w)."""
     C, D, H, W, N = I.shape
-    _, M, P, Q, _ = O.shape
-    pd, ph, pw, sd, sh, sw = g
-    for cmp in prange(C * M * P):
-        c, m, p = cmp // (M * P), (cmp // P) % M, cmp % P
+    K, M, P, Q, _ = O.shape
+    pc, pd, ph, pw, sc, sd, sh, sw = g
+    for kmp in prange(K * M * P):
+        k, m, p = kmp // (M * P), (kmp // P) % M, kmp % P
+        j0, j1 = _taps(k, sc, pc, 1, C, J)
         t0, t1 = _taps(m, sd, pd, 1, D, T)
         r0, r1 = _taps(p, sh, ph, 1, H, R)
         best = np.empty(N, np.float64)
@@ -385,72 +386,81 @@ def fprop_pool(I, O, argmax, is_max, beta, T, R, S, g):
                 best[:] = -np.inf
             else:
                 best[:] = 0.0
-            for t in range(t0, t1):
-                d = m * sd - pd + t
-                for r in range(r0, r1):
-                    h = p * sh - ph + r
-                    for s in range(s0, s1):
-                        row = I[c, d, h, q * sw - pw + s]
-                        if is_max:
-                            index = (t * R + r) * S + s
-                            for n in range(N):
-                                v = row[n]  # a NaN wins (and stays), as numpy's max
-                                if v > best[n] or (v != v and best[n] == best[n]):
-                                    best[n] = v
-                                    where[n] = index
-                        else:
-                            for n in range(N):
-                                best[n] += row[n]
-            out = O[c, m, p, q]
+            for j in range(j0, j1):
+                c = k * sc - pc + j
+                for t in range(t0, t1):
+                    d = m * sd - pd + t
+                    for r in range(r0, r1):
+                        h = p * sh - ph + r
+                        for s in range(s0, s1):
+                            row = I[c, d, h, q * sw - pw + s]
+                            if is_max:
+                                index = ((j * T + t) * R + r) * S + s
+                                for n in range(N):
+                                    v = row[n]  # a NaN wins (and stays), as numpy's max
+                                    if v > best[n] or (v != v and best[n] == best[n]):
+                                        best[n] = v
+                                        where[n] = index
+                            else:
+                                for n in range(N):
+                                    best[n] += row[n]
+            out = O[k, m, p, q]
             if not is_max:
-                scale = 1.0 / ((t1 - t0) * (r1 - r0) * (s1 - s0))
+                scale = 1.0 / ((j1 - j0) * (t1 - t0) * (r1 - r0) * (s1 - s0))
                 for n in range(N):
                     best[n] *= scale
             for n in range(N):
                 out[n] = best[n] + beta * out[n] if beta != 0.0 else best[n]
-            if is_max and argmax.shape[0] == C:
+            if is_max and argmax.shape[0] == K:
                 for n in range(N):
-                    argmax[c, m, p, q, n] = where[n]
+                    argmax[k, m, p, q, n] = where[n]
 
 
 @njit(parallel=True, cache=True)
-def bprop_pool(E, G, argmax, is_max, alpha, beta, T, R, S, g):
+def bprop_pool(E, G, argmax, is_max, alpha, beta, J, T, R, S, g):
     """G = alpha * (errors routed back through the pooling) + beta * G; one (c, d, h) input row
     per task, each input position gathering the windows that contain it."""
     C, D, H, W, N = G.shape
-    _, M, P, Q, _ = E.shape
-    pd, ph, pw, sd, sh, sw = g
+    K, M, P, Q, _ = E.shape
+    pc, pd, ph, pw, sc, sd, sh, sw = g
     for cdh in prange(C * D * H):
         c, d, h = cdh // (D * H), (cdh // H) % D, cdh % H
         acc = np.zeros((W, N), np.float64)
-        for t in range(T):
-            md = d + pd - t
-            if md < 0 or md % sd != 0 or md // sd >= M:
+        for j in range(J):
+            kc = c + pc - j
+            if kc < 0 or kc % sc != 0 or kc // sc >= K:
                 continue
-            m = md // sd
-            mt0, mt1 = _taps(m, sd, pd, 1, D, T)
-            for r in range(R):
-                pr = h + ph - r
-                if pr < 0 or pr % sh != 0 or pr // sh >= P:
+            k = kc // sc
+            kj0, kj1 = _taps(k, sc, pc, 1, C, J)
+            for t in range(T):
+                md = d + pd - t
+                if md < 0 or md % sd != 0 or md // sd >= M:
                     continue
-                p = pr // sh
-                pr0, pr1 = _taps(p, sh, ph, 1, H, R)
-                for s in range(S):
-                    index = (t * R + r) * S + s
-                    q0, q1, w0 = _outs(W, sw, pw, 1, s, Q)
-                    for q in range(q0, q1):
-                        w = w0 + q * sw
-                        err = E[c, m, p, q]
-                        if is_max:
-                            arg = argmax[c, m, p, q]
-                            for n in range(N):
-                                if arg[n] == index:
-                                    acc[w, n] += err[n]
-                        else:
-                            qs0, qs1 = _taps(q, sw, pw, 1, W, S)
-                            scale = 1.0 / ((mt1 - mt0) * (pr1 - pr0) * (qs1 - qs0))
-                            for n in range(N):
-                                acc[w, n] += scale * err[n]
+                m = md // sd
+                mt0, mt1 = _taps(m, sd, pd, 1, D, T)
+                for r in range(R):
+                    pr = h + ph - r
+                    if pr < 0 or pr % sh != 0 or pr // sh >= P:
+                        continue
+                    p = pr // sh
+                    pr0, pr1 = _taps(p, sh, ph, 1, H, R)
+                    count = (kj1 - kj0) * (mt1 - mt0) * (pr1 - pr0)
+                    for s in range(S):
+                        index = ((j * T + t) * R + r) * S + s
+                        q0, q1, w0 = _outs(W, sw, pw, 1, s, Q)
+                        for q in range(q0, q1):
+                            w = w0 + q * sw
+                            err = E[k, m, p, q]
+                            if is_max:
+                                arg = argmax[k, m, p, q]
+                                for n in range(N):
+                                    if arg[n] == index:
+                                        acc[w, n] += err[n]
+                            else:
+                                qs0, qs1 = _taps(q, sw, pw, 1, W, S)
+                                scale = 1.0 / (count * (qs1 - qs0))
+                                for n in range(N):
+                                    acc[w, n] += scale * err[n]
         out = G[c, d, h]
         for w in range(W):
             for n in range(N):

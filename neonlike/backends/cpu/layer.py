@@ -85,8 +85,8 @@ class ConvLayer:
 
 
 class PoolLayer:
-    """neon's PoolLayer: the shapes of one pooling op. J > 1 (pooling across channels) is not
-    supported on the CPU; `fprop_pool` raises for it."""
+    """neon's PoolLayer: the shapes of one pooling op over (J, T, R, S) windows; J > 1 pools
+    across channels too (K = output channels)."""
 
     def __init__(self, dtype: Any, op: str, N: int, C: int, D: int = 1, H: int = 1, W: int = 1,
                  J: int = 1, T: int = 1, R: int = 1, S: int = 1,
@@ -95,12 +95,10 @@ class PoolLayer:
                  str_w: int | None = None) -> None:
         if op not in ("max", "avg", "l2"):
             raise ValueError(f"pool_layer: op must be 'max', 'avg' or 'l2', got {op!r}")
-        if J != 1 or pad_c != 0:
-            raise NotImplementedError(f"pool_layer: pooling across channels (J={J}, pad_c={pad_c}) "
-                                      "is not implemented on the CPU; use J=1, pad_c=0")
         strides = tuple(w if s is None else s for s, w in
                         zip((str_c, str_d, str_h, str_w), (J, T, R, S)))
-        for name, pad, win in (("pad_d", pad_d, T), ("pad_h", pad_h, R), ("pad_w", pad_w, S)):
+        for name, pad, win in (("pad_c", pad_c, J), ("pad_d", pad_d, T), ("pad_h", pad_h, R),
+                               ("pad_w", pad_w, S)):
             if pad >= win:
                 raise ValueError(f"pool_layer: {name}={pad} must be smaller than the window "
                                  f"({win}) so that no window lies wholly in the padding")
@@ -125,8 +123,8 @@ class PoolLayer:
         self.dimO2 = (self.K * self.M * self.P * self.Q, N)
         self.sizeI, self.sizeO = math.prod(self.dimI), math.prod(self.dimO)
         self.nOut = self.K * self.M * self.P * self.Q
-        # padding and strides of the spatial axes, as the kernels take them
-        self.geometry = (pad_d, pad_h, pad_w) + strides[1:]
+        # padding and strides of (channel, depth, height, width), as the kernels take them
+        self.geometry = self.padding + strides
 
     def __repr__(self) -> str:
         return (f"PoolLayer(op={self.op!r}, N={self.N}, C={self.C}, DHW={self.DHW}, "
@@ -181,36 +179,38 @@ def col2im_numpy(layer: ConvLayer, col: np.ndarray) -> np.ndarray:
 
 
 def _pool_windows(layer: PoolLayer):
-    """(t, r, s, flat index, slices of the padded input) for each window offset."""
-    (M, P, Q), (sd, sh, sw) = layer.MPQ, layer.strides[1:]
-    T, R, S = layer.JTRS[1:]
-    for t in range(T):
-        for r in range(R):
-            for s in range(S):
-                yield (t * R + r) * S + s, (slice(None), slice(t, t + sd * (M - 1) + 1, sd),
-                                            slice(r, r + sh * (P - 1) + 1, sh),
-                                            slice(s, s + sw * (Q - 1) + 1, sw))
+    """(flat index, slices of the padded input) for each window offset (j, t, r, s)."""
+    J, T, R, S = layer.JTRS
+    outs = (layer.K,) + layer.MPQ
+    for index, taps in enumerate(np.ndindex(J, T, R, S)):
+        yield index, tuple(slice(tap, tap + stride * (out - 1) + 1, stride)
+                           for tap, stride, out in zip(taps, layer.strides, outs))
 
 
 def _pool_counts(layer: PoolLayer) -> np.ndarray:
-    """(M, P, Q, 1) number of window positions inside the input."""
-    counts = []
-    for X, win, pad, stride, out in zip(layer.DHW, layer.JTRS[1:], layer.padding[1:],
-                                        layer.strides[1:], layer.MPQ):
+    """(K, M, P, Q, 1) number of window positions inside the input."""
+    total = np.ones((), np.int64)
+    for X, win, pad, stride, out in zip((layer.C,) + layer.DHW, layer.JTRS, layer.padding,
+                                        layer.strides, (layer.K,) + layer.MPQ):
         start = np.arange(out) * stride - pad
-        counts.append(np.minimum(start + win, X) - np.maximum(start, 0))
-    total = counts[0][:, None, None] * counts[1][None, :, None] * counts[2][None, None, :]
+        total = np.multiply.outer(total, np.minimum(start + win, X) - np.maximum(start, 0))
     return total[..., None]
+
+
+def _padded(layer: PoolLayer, fill: float, dtype: np.dtype) -> tuple:
+    """A (C, D, H, W, N) array padded on all four window axes, and the slices of its interior."""
+    dims = (layer.C,) + layer.DHW
+    inside = tuple(slice(p, p + x) for x, p in zip(dims, layer.padding))
+    shape = tuple(x + 2 * p for x, p in zip(dims, layer.padding)) + (layer.N,)
+    return np.full(shape, fill, dtype), inside
 
 
 def fprop_pool_numpy(layer: PoolLayer, I: np.ndarray, argmax: np.ndarray | None) -> np.ndarray:
     """Max (first max on ties, a NaN before all, padding excluded) or average over the valid
     positions."""
-    pad = layer.padding[1:]
     fill = -np.inf if layer.op == "max" else 0.0
-    padded = np.full((layer.C,) + tuple(x + 2 * p for x, p in zip(layer.DHW, pad)) + (layer.N,),
-                     fill, np.float64 if I.dtype == np.float64 else np.float32)
-    padded[(slice(None),) + tuple(slice(p, p + x) for x, p in zip(layer.DHW, pad))] = I
+    padded, inside = _padded(layer, fill, np.float64 if I.dtype == np.float64 else np.float32)
+    padded[inside] = I
     out = np.full(layer.dimO, fill, padded.dtype)
     best = np.zeros(layer.dimO, np.int64)
     for index, sl in _pool_windows(layer):
@@ -234,11 +234,9 @@ def fprop_pool_numpy(layer: PoolLayer, I: np.ndarray, argmax: np.ndarray | None)
 
 def bprop_pool_numpy(layer: PoolLayer, E: np.ndarray, argmax: np.ndarray | None) -> np.ndarray:
     """The (C, D, H, W, N) input gradient: errors routed to their argmax, or spread over counts."""
-    pad = layer.padding[1:]
-    padded = np.zeros((layer.C,) + tuple(x + 2 * p for x, p in zip(layer.DHW, pad)) + (layer.N,),
-                      E.dtype)
+    padded, inside = _padded(layer, 0.0, E.dtype)
     if layer.op == "avg":
         E = E / _pool_counts(layer)
     for index, sl in _pool_windows(layer):
         padded[sl] += E if layer.op == "avg" else np.where(argmax == index, E, 0)
-    return padded[(slice(None),) + tuple(slice(p, p + x) for x, p in zip(layer.DHW, pad))]
+    return padded[inside]

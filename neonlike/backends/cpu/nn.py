@@ -15,10 +15,11 @@ Otherwise each (op, layer shape, dtype) is timed once with both paths on scratch
 the faster is remembered on the backend (`conv_choices`, cleared by `clear_conv_choices()`).
 Without numba every op runs on numpy (im2col + GEMM, window loops for pooling).
 
-Pooling: argmax (dimO or dimO2, any integer dtype that holds T*R*S - 1, or a float dtype)
-receives t*R*S + r*S + s, the first maximum's position in the full window (padding included in
-the numbering, never chosen); average pooling divides by the number of window positions inside
-the input (padding does not count), as neon's CPU did.
+Pooling: argmax (dimO or dimO2, any integer dtype that holds J*T*R*S - 1, or a float dtype)
+receives ((j*T + t)*R + r)*S + s, the first maximum's position in the full (J, T, R, S) window
+(padding included in the numbering, never chosen; J > 1 pools across channels); average pooling
+divides by the number of window positions inside the input (padding does not count), as neon's
+CPU did.
 """
 from __future__ import annotations
 
@@ -255,15 +256,14 @@ class NNOpsMixin:
         am = None
         if argmax is not None and layer.op == "max":
             am = arrays.write(argmax, "argmax", layer.dimO, layer.dimO2, numeric=True)
-            _check_index_dtype(am.dtype, math.prod(layer.JTRS[1:]))
+            _check_index_dtype(am.dtype, math.prod(layer.JTRS))
         kernels = _kernels()
         if kernels is None or layer.op == "l2":
             result = fprop_pool_numpy(layer, i, am)
             out[...] = result + beta * out if beta else result
         else:
-            T, R, S = layer.JTRS[1:]
             kernels.fprop_pool(i, out, _empty5(np.int32) if am is None else am,
-                               layer.op == "max", float(beta), T, R, S, layer.geometry)
+                               layer.op == "max", float(beta), *layer.JTRS, layer.geometry)
         arrays.commit()
 
     def bprop_pool(self, layer: PoolLayer, I: Any, O: Any, argmax: Any = None,
@@ -288,9 +288,8 @@ class NNOpsMixin:
             result = alpha * bprop_pool_numpy(layer, e, am)
             out[...] = result + beta * out if beta else result
         else:
-            T, R, S = layer.JTRS[1:]
             kernels.bprop_pool(e, out, _empty5(np.int32) if am is None else am,
-                               layer.op == "max", float(alpha), float(beta), T, R, S,
+                               layer.op == "max", float(alpha), float(beta), *layer.JTRS,
                                layer.geometry)
         arrays.commit()
 
