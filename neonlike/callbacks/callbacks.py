@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import NervanaObject
+from .. import NervanaObject, logger
 
 
 class Callback(NervanaObject):
@@ -316,6 +316,31 @@ class RunTimerCallback(Callback):
         callback_data["time/total"] = time.perf_counter() - self.t0
 
 
+class WatchTickerCallback(Callback):
+    """Shows one sample of a Ticker data set every epoch_freq epochs: its inputs, the model's
+    outputs and the targets over the sample's steps (neon's diagnostic for the copy tasks)."""
+
+    def __init__(self, model: Any, valid_set: Any, epoch_freq: int = 1) -> None:
+        super().__init__()
+        from ..data.ticker import Ticker
+        if not isinstance(valid_set, Ticker):
+            raise ValueError(f"WatchTickerCallback: valid_set must be a Ticker, got "
+                             f"{type(valid_set).__name__}")
+        self.model, self.valid_set, self.epoch_freq = model, valid_set, epoch_freq
+
+    def on_epoch_end(self, callback_data: dict, model: Any, epoch: int) -> None:
+        if not self.should_fire(epoch):
+            return
+        x, (t, mask) = next(iter(self.valid_set))
+        y = model.fprop(x, inference=True)
+        bsz = self.be.bsz
+        steps = 1 + int(np.max(mask.get().nonzero()[1])) // bsz
+        with np.printoptions(formatter={"float": "{: 0.1f}".format}, linewidth=150):
+            for name, item in (("Inputs", x), ("Outputs", y), ("Targets", t)):
+                logger.display(name)
+                logger.display(str(item.get()[:, ::bsz][:, :steps]))   # the first sample
+
+
 class Callbacks(NervanaObject):
     """The callbacks of one training run, called in order."""
 
@@ -332,8 +357,9 @@ class Callbacks(NervanaObject):
             self.callbacks.append(LossCallback(eval_set, eval_freq))
             if metric is not None:
                 self.callbacks.append(MetricCallback(eval_set, metric, eval_freq))
-        if serialize and save_path:
-            self.callbacks.append(SerializeModelCallback(save_path, serialize, history))
+        if save_path:      # as neon: a save_path alone saves every epoch
+            self.callbacks.append(SerializeModelCallback(save_path, max(serialize or 1, 1),
+                                                         history))
         if model_file:
             model.load_params(model_file)
         if progress_bar:
@@ -354,6 +380,10 @@ class Callbacks(NervanaObject):
 
     def add_early_stop_callback(self, stop_func: Callable) -> None:
         self.add_callback(EarlyStopCallback(stop_func))
+
+    def add_watch_ticker_callback(self, valid: Any) -> None:
+        """Show a sample of the Ticker data set `valid` (the training set will do) each epoch."""
+        self.add_callback(WatchTickerCallback(self.model, valid))
 
     def on_train_begin(self, epochs: int) -> None:
         for c in self.callbacks:
@@ -382,4 +412,4 @@ class Callbacks(NervanaObject):
 
 __all__ = ["Callbacks", "Callback", "TrainCostCallback", "ProgressBarCallback", "LossCallback",
            "MetricCallback", "SerializeModelCallback", "SaveBestStateCallback",
-           "EarlyStopCallback", "RunTimerCallback"]
+           "EarlyStopCallback", "RunTimerCallback", "WatchTickerCallback"]
