@@ -1,4 +1,4 @@
-"""neon's Model."""
-from .model import Model
+"""neon's Model and GAN."""
+from .model import GAN, Model
 
-__all__ = ["Model"]
+__all__ = ["Model", "GAN"]

@@ -196,3 +196,154 @@ class Model(NervanaObject):
             with open(fn, "wb") as f:
                 pickle.dump(pdict, f, protocol=4)
         return pdict
+
+
+class GAN(Model):
+    """A generative adversarial net (neon's GAN): `layers` a GenerativeAdversarial container,
+    `noise_dim` the generator's input shape, noise_type 'normal' or 'uniform' (in [-1, 1)).
+    Each minibatch trains the discriminator on a noise batch and the data batch (gradients
+    summed, one update); every get_k(generator iterations) minibatches the generator is trained
+    through the discriminator. The cost is a GeneralizedGANCost (or a GeneralizedCost) of a
+    GANCost. wgan_param_clamp clips the discriminator's weights to [-c, c] before each
+    minibatch; wgan_train_sched trains the generator every 100 minibatches for its first 25
+    iterations and every 500th (Arjovsky et al. 2017)."""
+
+    def __init__(self, layers: Any, noise_dim: Any, noise_type: str = "normal",
+                 weights_only: bool = False, name: str = "model", optimizer: Any = None,
+                 k: int = 1, wgan_param_clamp: float | None = None,
+                 wgan_train_sched: bool = False) -> None:
+        if not (hasattr(layers, "generator") and hasattr(layers, "discriminator")):
+            raise TypeError(f"GAN: layers must be a GenerativeAdversarial container, got "
+                            f"{type(layers).__name__}")
+        if noise_type not in ("normal", "uniform"):
+            raise ValueError(f"GAN: noise_type must be 'normal' or 'uniform', got {noise_type!r}")
+        if int(k) < 1:
+            raise ValueError(f"GAN: k (data batches per generator batch) must be >= 1, got {k}")
+        self.noise_dim = tuple(noise_dim) if isinstance(noise_dim, (tuple, list)) else noise_dim
+        self.noise_type, self.k = noise_type, int(k)
+        self.wgan_param_clamp, self.wgan_train_sched = wgan_param_clamp, wgan_train_sched
+        super().__init__(layers, weights_only=weights_only, name=name, optimizer=optimizer)
+
+    @staticmethod
+    def clip_param_in_layers(layer_list: list, abs_bound: float | None = None) -> None:
+        """Clip every parameter of the layers to [-|abs_bound|, |abs_bound|]."""
+        if not abs_bound:
+            return
+        from ..optimizers.optimizer import get_param_list
+        bound = abs(abs_bound)
+        for (param, _grad), _states in get_param_list(layer_list):
+            param[:] = param.backend.clip(param, -bound, bound)
+
+    def fill_noise(self, z: Any, normal: bool = True) -> None:
+        """z from N(0, 1) or uniform in [-1, 1)."""
+        if normal:
+            self.be.fill_normal(z)
+        else:
+            z.set(self.be.rng.uniform(-1.0, 1.0, z.shape))   # neon: 2 * be.rand() - 1
+
+    def initialize(self, dataset: Any, cost: Any = None) -> None:
+        if self.initialized:
+            return
+        if self.be is None or not self.be.bsz:
+            raise ValueError(f"{self.name}: the backend has no batch size; pass batch_size= to "
+                             f"gen_backend")
+        layers = self.layers
+        layers.configure(self.noise_dim)
+        shape = tuple(dataset.shape) if hasattr(dataset, "shape") else None
+        gen_out = tuple(layers.generator.out_shape) if isinstance(
+            layers.generator.out_shape, (tuple, list)) else (layers.generator.out_shape,)
+        if shape is not None and math.prod(shape) != math.prod(gen_out):
+            raise ValueError(f"{self.name}: the generator gives {gen_out}, the discriminator "
+                             f"reads data of shape {shape}")
+        if cost is not None:
+            cost.initialize(layers)
+            self.cost = cost
+        layers.allocate()
+        layers.allocate_deltas()
+        self.in_shape = shape
+        self.initialized = True
+        self.zbuf = self.be.iobuf(self.noise_dim)
+        self.ybuf = self.be.iobuf((1,))
+        # the cost's errors are op-trees; layers take (and may write into) a tensor
+        self.dbuf = self.be.iobuf(layers.discriminator.out_shape)
+        self.z0 = self.be.iobuf(self.noise_dim)      # fixed noise for samples to look at
+        self.fill_noise(self.z0, normal=self.noise_type == "normal")
+        self.cost_dis = np.empty((1,), dtype=np.float32)
+        self.current_batch = self.gen_iter = self.last_gen_batch = 0
+
+    def get_k(self, giter: int) -> int:
+        """Data minibatches per generator iteration after giter generator iterations."""
+        if self.wgan_train_sched and (giter < 25 or giter % 500 == 0):
+            return 100
+        return self.k
+
+    def _epoch_fit(self, dataset: Any, callbacks: Any) -> None:
+        epoch, be = self.epoch_index, self.be
+        gen, dis = self.layers.generator, self.layers.discriminator
+        normal = self.noise_type == "normal"
+        costfunc = self.cost.costfunc
+        self.total_cost[:] = 0.0
+        first_gen_iter = self.gen_iter
+        z, y_temp = self.zbuf, self.ybuf
+        x = None
+        for mb_idx, (x, _) in enumerate(dataset):
+            callbacks.on_minibatch_begin(epoch, mb_idx)
+            be.begin("minibatch", mb_idx)
+            if self.wgan_param_clamp:
+                self.clip_param_in_layers(dis.layers_to_optimize, self.wgan_param_clamp)
+            # the discriminator: a noise batch, then the data batch, gradients summed
+            self.fill_noise(z, normal=normal)
+            y_noise = self.fprop_dis(self.fprop_gen(z))
+            y_temp[:] = y_noise
+            self.dbuf[:] = costfunc.bprop_noise(y_noise)
+            self.bprop_dis(self.dbuf)
+            dis.set_acc_on(True)
+            y_data = self.fprop_dis(x)
+            self.dbuf[:] = costfunc.bprop_data(y_data)
+            self.bprop_dis(self.dbuf)
+            self.optimizer.optimize(dis.layers_to_optimize, epoch=epoch)
+            dis.set_acc_on(False)
+            self.cost_dis[:] = self._gan_cost(y_data, y_temp).get().ravel()[:1]
+            # the generator, through the discriminator
+            if self.current_batch == self.last_gen_batch + self.get_k(self.gen_iter):
+                self.fill_noise(z, normal=normal)
+                y_temp[:] = y_data
+                y_noise = self.fprop_dis(self.fprop_gen(z))
+                self.dbuf[:] = costfunc.bprop_generator(y_noise)
+                self.bprop_gen(self.bprop_dis(self.dbuf))
+                self.optimizer.optimize(gen.layers_to_optimize, epoch=epoch)
+                cost = self._gan_cost(y_temp, y_noise)
+                self.cost_dis[:] = cost.get().ravel()[:1]
+                self.total_cost[:] = self.total_cost + cost
+                self.last_gen_batch = self.current_batch
+                self.gen_iter += 1
+            be.end("minibatch", mb_idx)
+            callbacks.on_minibatch_end(epoch, mb_idx)
+            self.current_batch += 1
+        n = self.gen_iter - first_gen_iter
+        if n == 0:
+            raise RuntimeError(f"{self.name}: no generator iteration in this epoch "
+                               f"({dataset.nbatches} minibatches, one every "
+                               f"{self.get_k(self.gen_iter)} after the first): the epoch's cost "
+                               f"cannot be estimated; use more minibatches or a smaller k")
+        self.total_cost[:] = self.total_cost * (1.0 / n)
+        self.data_batch, self.noise_batch = x, self.fprop_gen(self.z0)
+
+    def _gan_cost(self, y_data: Any, y_noise: Any) -> Any:
+        """The discriminator's cost on data and noise outputs, a (1, 1) device tensor."""
+        try:
+            return self.cost.get_cost(y_data, y_noise, cost_type="dis")
+        except TypeError:      # a plain GeneralizedCost: GANCost's default type is 'dis'
+            return self.cost.get_cost(y_data, y_noise)
+
+    def fprop_gen(self, x: Any, inference: bool = False) -> Any:
+        return self.layers.generator.fprop(x, inference)
+
+    def fprop_dis(self, x: Any, inference: bool = False) -> Any:
+        return self.layers.discriminator.fprop(x, inference)
+
+    def bprop_dis(self, delta: Any) -> Any:
+        return self.layers.discriminator.bprop(delta)
+
+    def bprop_gen(self, delta: Any) -> Any:
+        return self.layers.generator.bprop(delta)

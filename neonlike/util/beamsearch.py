@@ -33,7 +33,8 @@ class BeamSearch(NervanaObject):
 
     def beamsearch(self, inputs: Any, num_beams: int = 5, steps: int | None = None) -> Any:
         """Search `steps` tokens (default: the decoder's sequence length) with num_beams beams;
-        returns the last beam's tokens, (steps, batch)."""
+        returns the best beam's tokens, (steps, batch) (the last beam: beams are kept in
+        ascending order of score)."""
         if num_beams < 1:
             raise ValueError(f"BeamSearch: num_beams must be at least 1, got {num_beams}")
         be, s2s = self.be, self.layers
@@ -72,7 +73,7 @@ class BeamSearch(NervanaObject):
                 for state, layer in zip(final_beams[b], recurrent):
                     state[:] = layer.final_state()
             self._beamsearch_step(t, z_beams, final_beams)
-        return be.array(self.candidates[-1])
+        return be.array(self.candidates[self.num_live - 1])
 
     def _beamsearch_step(self, t: int, z_beams: list, final_beams: list) -> None:
         """Keep the best num_beams of every live beam's extensions, per sample."""
@@ -83,20 +84,21 @@ class BeamSearch(NervanaObject):
         self.scores_list = scores_list
         # NOTE: a stable sort, so that ties go the same way on every machine (numpy's default
         # sort kind breaks them differently where it uses SIMD sorting)
-        ranked = np.vstack(scores_list).argsort(axis=0, kind="stable")[-n_beams:]   # best last
+        keep = min(n_beams, live * nout)     # the first steps may have fewer extensions
+        ranked = np.vstack(scores_list).argsort(axis=0, kind="stable")[-keep:]   # best last
         beam_of, token_of = ranked // nout, ranked % nout
         cols = np.arange(ranked.shape[1])
         old_candidates = [c.copy() for c in self.candidates]
         states = [[s.get() for s in beam] for beam in final_beams[:live]]
-        for b in range(n_beams):
+        for b in range(keep):
             src = beam_of[b]
             self.candidates[b][:] = np.stack([old_candidates[k] for k in range(live)])[src, :, cols].T
             self.candidates[b][t] = token_of[b]
             self.scores[b] = np.stack(scores_list)[src, token_of[b], cols]
             for j, state in enumerate(self.init_state_lists[b]):
                 state.set(np.stack([states[k][j] for k in range(live)])[src, :, cols].T)
-        self.num_live = n_beams
-        for b in range(n_beams):
+        self.num_live = keep
+        for b in range(keep):
             tokens = self.candidates[b][t]
             if self.hasLUT:
                 self.z_list[b].set(tokens.reshape(1, -1))
