@@ -14,7 +14,8 @@ setup(
     # every package under neonlike/ (the front ends' too), and the kernel templates
     packages=find_packages(include=["neonlike", "neonlike.*"]) + ["neonlike.kernels"],
     package_dir={"neonlike.kernels": "kernels"},
-    package_data={"neonlike.kernels": ["*.py.tmpl", "*.cu.tmpl", "*.cuh", "README.md"]},
+    package_data={"neonlike.kernels": ["*.py.tmpl", "*.cu.tmpl", "*.cuh", "README.md"],
+                  "neonlike.data": ["text/*.txt"]},
     install_requires=[
         "numpy>=1.26",
         "numba>=0.60",
