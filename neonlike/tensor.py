@@ -201,5 +201,14 @@ class Tensor(Operators, Tensor_):
     def T(self) -> Tensor:
         raise NotImplementedError(f"{type(self).__name__} does not implement .T")
 
+    def hist(self, tag: str) -> Tensor:
+        """neon's log2 histogram of the values (bins from be.set_hist_buffers), kept under `tag`
+        in the backend's histogram buffer (be.dump_hist_data) and returned as its (1, bins) row."""
+        fn = getattr(self.backend, "_hist_of", None)
+        if fn is None:
+            raise NotImplementedError(f"hist: the {type(self.backend).__name__} backend has no "
+                                      "histogram buffers; use the 'cpu' or 'mkl' backend")
+        return fn(self, tag)
+
 
 __all__ = ["Tensor", "OpTreeNode", "normalize_index"]

@@ -11,6 +11,7 @@ from ...optree import OpTreeNode
 from ...tensor import Tensor
 from .. import reference
 from ..backend import Backend
+from .extra_ops import CPUExtraOpsMixin
 from .lrn import CPULRNMixin
 from .nn import NNOpsMixin
 from .rnn import CPURNNMixin
@@ -74,7 +75,7 @@ class CPUTensor(Tensor):
         return CPUTensor(self.backend, flat.view(dt).reshape(shape), name, base=self)
 
 
-class NervanaCPU(CPURNNMixin, CPULRNMixin, NNOpsMixin, Backend):
+class NervanaCPU(CPURNNMixin, CPULRNMixin, CPUExtraOpsMixin, NNOpsMixin, Backend):
     """neon's CPU backend on numpy."""
 
     backend_name = "cpu"

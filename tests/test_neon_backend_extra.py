@@ -1,0 +1,257 @@
+"""neon's extra CPU backend ops against float64 numpy references: batched_dot, the log2
+histogram buffers (Tensor.hist), ROI pooling and cross-channel pooling (J > 1); bprops by
+central differences."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from neonlike.backends import gen_backend
+from neonlike.backends.cpu.layer import bprop_pool_numpy, fprop_pool_numpy
+
+
+@pytest.fixture(scope="module")
+def be():
+    return gen_backend("cpu", rng_seed=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# batched_dot
+# ---------------------------------------------------------------------------------------------
+
+def test_batched_dot_fprop_bprop_update(be):
+    rng = np.random.default_rng(0)
+    X, N, C, K = 5, 8, 12, 7
+    I = rng.uniform(-1, 1, (X, C, N)).astype(np.float32)
+    E = rng.uniform(-1, 1, (X, K, N)).astype(np.float32)
+    W = rng.uniform(-1, 1, (K, C)).astype(np.float32)
+    dI, dE, dW = be.array(I), be.array(E), be.array(W)
+    O, B, U = be.zeros(E.shape), be.zeros(I.shape), be.zeros(W.shape)
+    be.batched_dot(dW, dI, O)
+    be.batched_dot(dW.T, dE, B)
+    be.batched_dot(dE, dI.T, U)
+    I64, E64, W64 = (a.astype(np.float64) for a in (I, E, W))
+    np.testing.assert_allclose(O.get(), np.einsum("kc,xcn->xkn", W64, I64), atol=1e-5)
+    np.testing.assert_allclose(B.get(), np.einsum("kc,xkn->xcn", W64, E64), atol=1e-5)
+    np.testing.assert_allclose(U.get(), np.einsum("xkn,xcn->kc", E64, I64), atol=1e-5)
+
+
+def test_batched_dot_alpha_beta_relu(be):
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((3, 4, 5))
+    Bm = rng.standard_normal((5, 6))
+    C0 = rng.standard_normal((3, 4, 6))
+    C = be.array(C0, dtype=np.float64)
+    be.batched_dot(be.array(A, dtype=np.float64), be.array(Bm, dtype=np.float64), C,
+                   alpha=2.0, beta=0.5, relu=True)
+    want = np.maximum(2.0 * np.einsum("xmk,kn->xmn", A, Bm), 0) + 0.5 * C0
+    np.testing.assert_allclose(C.get(), want, rtol=1e-12)
+    # 2-D C from a 3-D A and a 2-D B: the sum over x
+    U = be.zeros((4, 6), dtype=np.float64)
+    be.batched_dot(be.array(A, dtype=np.float64), be.array(Bm, dtype=np.float64), U)
+    np.testing.assert_allclose(U.get(), A.sum(0) @ Bm, rtol=1e-12)
+
+
+def test_batched_dot_errors(be):
+    with pytest.raises(ValueError, match="3-D A or B"):
+        be.batched_dot(be.zeros((2, 3)), be.zeros((3, 4)), be.zeros((2, 4)))
+    with pytest.raises(ValueError, match="batch sizes differ"):
+        be.batched_dot(be.zeros((2, 3)), be.zeros((4, 3, 5)), be.zeros((5, 2, 5)))
+
+
+# ---------------------------------------------------------------------------------------------
+# histograms
+# ---------------------------------------------------------------------------------------------
+
+def ref_hist(x, nbins, offset):
+    """Bin of each value: rint(log2|x|) (float32) - offset, clipped below, dropped above."""
+    with np.errstate(divide="ignore"):
+        lg = np.rint(np.log2(np.abs(np.asarray(x, np.float64).astype(np.float32)).astype(
+            np.float64))).ravel()
+    out = np.zeros(nbins, np.int64)
+    for v in lg:
+        if np.isnan(v) or v > offset + nbins:
+            continue
+        out[int(min(max(v - offset, 0), nbins - 1))] += 1
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64, np.uint8, np.int8])
+@pytest.mark.parametrize("nbins,offset", [(64, -48), (32, 0), (8, 2)])
+def test_hist_matches_reference(be, dtype, nbins, offset):
+    rng = np.random.default_rng(nbins)
+    x = (rng.standard_normal((70, 3000)) * 40).astype(dtype)
+    be.set_hist_buffers(nbins, offset)
+    h = be.array(x, dtype=dtype).hist("x")
+    assert h.shape == (1, nbins)
+    np.testing.assert_array_equal(h.get()[0], ref_hist(x, nbins, offset))
+
+
+def test_hist_numpy_path(be, monkeypatch):
+    from neonlike.backends.cpu import extra_kernels
+    monkeypatch.setattr(extra_kernels, "HAVE_NUMBA", False)
+    x = np.array([0.0, 1e-30, 0.3, 5.0, 2.0 ** 20, np.inf, np.nan, -7.0], np.float32)
+    be.set_hist_buffers(16, -4)
+    np.testing.assert_array_equal(be.array(x[None]).hist("np").get()[0], ref_hist(x, 16, -4))
+    be.set_hist_buffers(64, -48)
+
+
+def test_hist_edges_and_dump(be):
+    be.set_hist_buffers(16, -4)
+    values = {"edges": [0.0, 2.0 ** -10, 2.0 ** 12, 2.0 ** 13, np.inf, np.nan, -3.0],
+              "rounding": [2 ** 5, 63.99998856, 2 ** 6, 0.11262291, 92.22483826]}
+    for tag, v in values.items():
+        be.array(np.array(v, np.float32)[None]).hist(tag)
+    data, tags = be.dump_hist_data()
+    assert data.shape == (4096, 16) and set(tags) == set(values)
+    for tag, v in values.items():
+        np.testing.assert_array_equal(data.get()[tags[tag]], ref_hist(v, 16, -4))
+    assert be.dump_hist_data()[1] == {}      # a dump starts a new buffer
+    be.set_hist_buffers(64, -48)
+
+
+# ---------------------------------------------------------------------------------------------
+# ROI pooling
+# ---------------------------------------------------------------------------------------------
+
+def ref_roipool(fm, rois, PH, PW, scale):
+    """(C, PH, PW, R) maxima of each roi's bins, 0 for an empty bin; float64 loops."""
+    C, H, W, _ = fm.shape
+    out = np.zeros((C, PH, PW, len(rois)))
+    for b, (n, *box) in enumerate(rois):
+        x0, y0, x1, y1 = (int(round(v * scale)) for v in box)
+        bh, bw = max(y1 - y0 + 1, 1) / PH, max(x1 - x0 + 1, 1) / PW
+        for ph, pw in itertools.product(range(PH), range(PW)):
+            h0 = min(max(int(np.floor(ph * bh)) + y0, 0), H)
+            h1 = min(max(int(np.ceil((ph + 1) * bh)) + y0, 0), H)
+            w0 = min(max(int(np.floor(pw * bw)) + x0, 0), W)
+            w1 = min(max(int(np.ceil((pw + 1) * bw)) + x0, 0), W)
+            if h1 > h0 and w1 > w0:
+                out[:, ph, pw, b] = fm[:, h0:h1, w0:w1, int(n)].reshape(C, -1).max(axis=1)
+    return out
+
+
+def _roi_case(rng):
+    C, H, W, N, PH, PW, scale = 3, 13, 11, 2, 3, 4, 0.5
+    fm = rng.permutation(C * H * W * N).reshape(C, H, W, N) / 7.0   # distinct values
+    rois = np.array([[0, 0, 0, 20, 24], [1, 4, 2, 17, 9], [1, 10, 6, 30, 40], [0, 6, 6, 6, 6]],
+                    np.float64)
+    return fm, rois, PH, PW, scale
+
+
+def _roi_run(be, fm, rois, PH, PW, scale):
+    C, H, W, N = fm.shape
+    O = be.zeros((C, PH, PW, len(rois)), dtype=np.float64)
+    A = be.zeros(O.shape, dtype=np.int32)
+    be.roipooling_fprop(be.array(fm.reshape(-1, N), dtype=np.float64),
+                        be.array(rois, dtype=np.float64), O, A, len(rois), C, H, W, PH, PW, scale)
+    return O, A
+
+
+def test_roipooling_fprop(be):
+    fm, rois, PH, PW, scale = _roi_case(np.random.default_rng(2))
+    O, A = _roi_run(be, fm, rois, PH, PW, scale)
+    np.testing.assert_array_equal(O.get(), ref_roipool(fm, rois, PH, PW, scale))
+    C, H, W, N = fm.shape
+    a = A.get()
+    picked = np.where(a >= 0, fm[np.arange(C)[:, None, None, None], a // W, a % W,
+                                 rois[:, 0].astype(int)], 0.0)
+    np.testing.assert_array_equal(picked, O.get())
+
+
+def test_roipooling_bprop_central_differences(be):
+    fm, rois, PH, PW, scale = _roi_case(np.random.default_rng(3))
+    C, H, W, N = fm.shape
+    E = np.random.default_rng(4).standard_normal((C, PH, PW, len(rois)))
+    _, A = _roi_run(be, fm, rois, PH, PW, scale)
+    G = be.zeros((C * H * W, N), dtype=np.float64)
+    be.roipooling_bprop(be.array(E, dtype=np.float64), be.array(rois, dtype=np.float64), G, A,
+                        len(rois), C, H, W, PH, PW, scale)
+    eps = 1e-4     # values are 1/7 apart: no perturbation changes a maximum
+    numeric = np.zeros(fm.size)
+    for i in range(fm.size):
+        plus, minus = fm.copy().ravel(), fm.copy().ravel()
+        plus[i] += eps
+        minus[i] -= eps
+        numeric[i] = (np.sum(E * ref_roipool(plus.reshape(fm.shape), rois, PH, PW, scale))
+                      - np.sum(E * ref_roipool(minus.reshape(fm.shape), rois, PH, PW, scale))) \
+            / (2 * eps)
+    np.testing.assert_allclose(G.get().ravel(), numeric, atol=1e-8)
+
+
+def test_roipooling_bad_rois(be):
+    fm = be.zeros((2 * 4 * 4, 1))
+    O, A = be.zeros((2, 2, 2, 1)), be.zeros((2, 2, 2, 1), dtype=np.int32)
+    with pytest.raises(ValueError, match="rois must be"):
+        be.roipooling_fprop(fm, be.zeros((1, 4)), O, A, 1, 2, 4, 4, 2, 2, 1.0)
+    with pytest.raises(ValueError, match="image indices"):
+        be.roipooling_fprop(fm, be.array([[1, 0, 0, 3, 3]]), O, A, 1, 2, 4, 4, 2, 2, 1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# cross-channel pooling (J > 1)
+# ---------------------------------------------------------------------------------------------
+
+def ref_pool(I, layer):
+    """(K, M, P, Q, N) max or mean over each (J, T, R, S) window's valid positions; float64."""
+    C, D, H, W, N = I.shape
+    out = np.zeros(layer.dimO)
+    for k, m, p, q in np.ndindex(layer.K, layer.M, layer.P, layer.Q):
+        starts = [o * s - pad for o, s, pad in zip((k, m, p, q), layer.strides, layer.padding)]
+        sl = tuple(slice(max(a, 0), min(a + win, X)) for a, win, X in
+                   zip(starts, layer.JTRS, (C, D, H, W)))
+        window = I[sl].reshape(-1, N)
+        out[k, m, p, q] = window.max(0) if layer.op == "max" else window.mean(0)
+    return out
+
+
+CASES = [  # J, T, R, S, pad_c, pad_d, pad_h, pad_w, str_c, str_d, str_h, str_w
+    (2, 1, 3, 3, 0, 0, 0, 0, 2, 1, 2, 2),
+    (3, 1, 2, 2, 1, 0, 1, 0, 2, 1, 1, 2),
+    (3, 2, 2, 1, 2, 1, 0, 0, 1, 1, 2, 1),
+]
+
+
+@pytest.mark.parametrize("op", ["max", "avg"])
+@pytest.mark.parametrize("case", CASES)
+def test_cross_channel_pool_fprop(be, op, case):
+    C, D, H, W, N = 7, 2, 6, 5, 3
+    layer = be.pool_layer(np.float64, op, N, C, D, H, W, *case)
+    I = np.random.default_rng(5).standard_normal(layer.dimI)
+    O = be.zeros(layer.dimO, dtype=np.float64)
+    A = be.zeros(layer.dimO, dtype=np.int32)
+    be.fprop_pool(layer, be.array(I, dtype=np.float64), O, A)
+    want = ref_pool(I, layer)
+    np.testing.assert_allclose(O.get(), want, rtol=1e-12)
+    # the numpy path (no numba) agrees, argmax included
+    am = np.zeros(layer.dimO, np.int32)
+    np.testing.assert_allclose(fprop_pool_numpy(layer, I, am), want, rtol=1e-12)
+    if op == "max":
+        np.testing.assert_array_equal(am, A.get())
+
+
+@pytest.mark.parametrize("op", ["max", "avg"])
+@pytest.mark.parametrize("case", CASES)
+def test_cross_channel_pool_bprop_central_differences(be, op, case):
+    C, D, H, W, N = 5, 2, 4, 4, 2
+    layer = be.pool_layer(np.float64, op, N, C, D, H, W, *case)
+    rng = np.random.default_rng(6)
+    I = rng.permutation(layer.sizeI).reshape(layer.dimI) / 3.0   # distinct: maxima are stable
+    E = rng.standard_normal(layer.dimO)
+    O, A = be.zeros(layer.dimO, dtype=np.float64), be.zeros(layer.dimO, dtype=np.int32)
+    be.fprop_pool(layer, be.array(I, dtype=np.float64), O, A)
+    G = be.zeros(layer.dimI, dtype=np.float64)
+    be.bprop_pool(layer, be.array(E, dtype=np.float64), G, A)
+    eps = 1e-4
+    numeric = np.zeros(I.size)
+    for i in range(I.size):
+        plus, minus = I.copy().ravel(), I.copy().ravel()
+        plus[i] += eps
+        minus[i] -= eps
+        numeric[i] = (np.sum(E * ref_pool(plus.reshape(I.shape), layer))
+                      - np.sum(E * ref_pool(minus.reshape(I.shape), layer))) / (2 * eps)
+    np.testing.assert_allclose(G.get().ravel(), numeric, atol=1e-8)
+    am = A.get() if op == "max" else None
+    np.testing.assert_allclose(bprop_pool_numpy(layer, E, am).ravel(), numeric, atol=1e-8)
