@@ -114,7 +114,7 @@ def run_in(tmp_path, script, *args):
     out = subprocess.run([sys.executable, os.path.join(ROOT, "examples", script), *args],
                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout
+    return out.stdout + out.stderr      # the logger (neon's display) writes to stderr
 
 
 @needs_steps

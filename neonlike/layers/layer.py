@@ -242,7 +242,10 @@ class ParameterLayer(Layer):
 
 
 class Linear(ParameterLayer):
-    """outputs = W @ inputs, W of shape (nout, nin); no bias (that is the Bias layer)."""
+    """outputs = W @ inputs, W of shape (nout, nin); no bias (that is the Bias layer). An input
+    of shape (features, steps) (a recurrent layer's: steps side by side, time-major columns) is
+    read step by step, as neon: W is (nout, features) and the output (nout, steps); any other
+    shape is flattened into nin features."""
 
     def __init__(self, nout: int, init: Any = None, bsum: bool = False, name: str | None = None) -> None:
         super().__init__(init, name)
@@ -253,8 +256,12 @@ class Linear(ParameterLayer):
 
     def configure(self, in_obj: Any) -> Layer:
         super().configure(in_obj)
-        self.out_shape = (self.nout,)
-        self.weight_shape = (self.nout, self.nin)
+        if len(self.in_shape) == 2:          # (features, steps)
+            self.out_shape = (self.nout, self.in_shape[1])
+            self.weight_shape = (self.nout, self.in_shape[0])
+        else:
+            self.out_shape = (self.nout,)
+            self.weight_shape = (self.nout, self.nin)
         return self
 
     def fprop(self, inputs: Any, inference: bool = False) -> Any:
@@ -393,7 +400,7 @@ class LookupTable(ParameterLayer):
 
     def configure(self, in_obj: Any) -> Layer:
         super().configure(in_obj)
-        if len(self.in_shape) != 1:
+        if len(self.in_shape) > 2:     # (sentence_length, steps): neon read the first entry
             raise ValueError(f"{self.name}: LookupTable takes (sentence_length,) inputs, got "
                              f"in_shape {self.in_shape}")
         self.out_shape = (self.embedding_dim, self.in_shape[0])

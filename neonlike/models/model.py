@@ -63,12 +63,16 @@ class Model(NervanaObject):
             self.layers.allocate_deltas()
             self.in_shape = shape
             self.initialized = True
+            pending = self.__dict__.pop("_pending_weights", None)
+            if pending is not None:                    # load_params before initialize
+                self.layers.load_weights(*pending)
         if cost is not None and cost is not self.cost:
             cost.initialize(self.layers)
             self.cost = cost
         nclass = getattr(dataset, "nclass", None)
         out = self.layers.out_shape
-        if nclass is not None and cost is not None and math.prod(out) != nclass:
+        if nclass is not None and cost is not None and \
+                (out[0] if len(out) == 2 else math.prod(out)) != nclass:   # (classes, steps)
             raise ValueError(f"{self.name}: the last layer gives {math.prod(out)} outputs, the "
                              f"dataset has {nclass} classes")
 
@@ -183,11 +187,10 @@ class Model(NervanaObject):
             pdict = pickle.load(f)
         if not isinstance(pdict, dict) or "model" not in pdict:
             raise ValueError(f"{param_path}: not a file written by Model.save_params")
-        if not self.initialized:
-            if pdict.get("in_shape") is None:
-                raise ValueError(f"{param_path}: saved from a model that was never initialised")
-            self.initialize(tuple(pdict["in_shape"]))
-        self.layers.load_weights(pdict["model"], load_states)
+        if self.initialized:
+            self.layers.load_weights(pdict["model"], load_states)
+        else:       # neon's order: the weights wait for initialize (which may take another
+            self._pending_weights = (pdict["model"], load_states)   # sequence length)
         self.epoch_index = pdict.get("epoch_index", 0)
 
     def serialize(self, fn: str | None = None, keep_states: bool = True) -> dict:
