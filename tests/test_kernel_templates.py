@@ -23,7 +23,7 @@ TEMPLATES = ["fused.py.tmpl", "fused_flat.py.tmpl", "numba_helpers.py.tmpl", "cu
 
 def test_every_template_is_package_data_and_listed():
     source = open(os.path.join(ROOT, "setup.py"), encoding="utf-8").read()
-    m = re.search(r'package_data=\{"neonlike\.kernels": (\[[^\]]*\])\}', source)
+    m = re.search(r'package_data=\{"neonlike\.kernels": (\[[^\]]*\])', source)
     globs = ast.literal_eval(m.group(1))
     shipped = {f.name for f in files("neonlike.kernels").iterdir()
                if any(fnmatch.fnmatch(f.name, g) for g in globs) and f.name != "README.md"}
