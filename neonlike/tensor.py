@@ -13,7 +13,7 @@ import numpy as np
 
 from . import shapes as S
 from .ops import Op
-from .optree import OpTreeNode, Operators, Tensor_, build
+from .optree import OpTreeNode, Operators, Tensor_, build, hotpath
 
 
 def normalize_index(shape: tuple, key: Any) -> tuple:
@@ -212,3 +212,9 @@ class Tensor(Operators, Tensor_):
 
 
 __all__ = ["Tensor", "OpTreeNode", "normalize_index"]
+
+
+# `out[:] = tree` through the backend's fast runners in C (neonlike._hotpath.Setitem, where built):
+# the Python __setitem__ above stays the definition and takes every other call
+if hotpath() is not None:
+    Tensor.__setitem__ = hotpath().Setitem(Tensor.__setitem__)  # type: ignore[method-assign]

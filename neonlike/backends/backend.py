@@ -36,6 +36,10 @@ class Backend(HostOpsMixin, RNNOpsMixin):
     tensor_cls: type = Tensor
     default_dtypes: tuple = FLOATS       # what gen_backend(datatype=...) accepts
     supported_dtypes: tuple = SUPPORTED  # what tensors may hold
+    # The engine's fast runners (a dict keyed by engine.statement_key) where `out[:] = tree` may
+    # run one straight from Tensor.__setitem__ (neonlike._hotpath.Setitem); None: the statement
+    # always goes through execute_assign
+    _runners: Any = None
 
     def __init__(self, rng_seed: int | None = None, default_dtype: Any = np.float32,
                  compat_mode: str | None = None, deterministic: bool | None = None,

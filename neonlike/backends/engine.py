@@ -34,7 +34,7 @@ import numpy as np
 
 from ..memo import Memo
 from ..ops import Kind
-from ..optree import OpTreeNode, Tensor_, tensor_token
+from ..optree import OpTreeNode, Tensor_, hotpath, tensor_token
 from .. import plan as P
 from . import reference
 
@@ -79,43 +79,30 @@ class Engine:
         self.compiled = 0            # programs compiled in this process (never reset: see above)
         self.seen = Memo(f"{name}.runs_before_compile", 8192)
         self.runners = Memo(f"{name}.fast_runners", 4096)   # fast key -> runner
+        # what a backend may run straight from Tensor.__setitem__ (Backend._runners): not in
+        # debug mode, which prints every statement
+        self.fast_runners = None if DEBUG else self.runners
         # statements that took the walk (the fast path keeps no count: it is the hot path)
         self.stats = {"walks": 0, "interpreted": 0, "over_budget": 0}
 
     def execute(self, out: Any, value: Any) -> None:
         """out[:] = value (an op-tree, a Tensor or a number)."""
         d = value[0] if isinstance(value, OpTreeNode) else None
-        try:
-            sid = d.sid
-        except AttributeError:
-            sid = None
         key = None
-        if sid is not None and not DEBUG:
-            # the tree's structure was interned while it was built: its key needs no walk, only
-            # which leaves are the same tensor (and whether the output is one of them)
-            # NOTE: Tensors hash and compare as objects here (a dict never calls == between two
-            # distinct tensors: their hashes differ), so no tree is built
-            leaves = d.leaves
-            first = dict.fromkeys(leaves)    # the tensors in first-occurrence (slot) order
-            n = len(first)
-            if n == len(leaves):             # every leaf a different tensor: 0, 1, .., n-1
-                pattern, tensors = None, leaves
-                slot = _position(leaves, out) if out in first else -1
-            elif n == 1:                     # one tensor
-                pattern, tensors = 0, leaves[:1]
-                slot = 0 if out in first else -1
+        if d is not None and not DEBUG:
+            # the tree's structure was interned while it was built: its key needs no walk
+            if _run_fast is not None:
+                if _run_fast(self.runners, out, value):   # the key, the runner and its call, in C
+                    return
+                found = statement_key(d, out)   # the key to file this statement's runner under
+                key = found[0] if found is not None else None
             else:
-                slots = dict(zip(first, range(n)))
-                pattern, tensors = tuple(map(slots.__getitem__, leaves)), tuple(first)
-                slot = slots.get(out, -1)
-            try:
-                token = out._token
-            except AttributeError:
-                token = tensor_token(out)
-            key = (sid, pattern, slot, token)
-            fast = self.runners.get(key)
-            if fast is not None and fast(out, tensors, d.consts):
-                return
+                found = statement_key(d, out)
+                if found is not None:
+                    key, tensors = found
+                    fast = self.runners.get(key)
+                    if fast is not None and fast(out, tensors, d.consts):
+                        return
         self.stats["walks"] += 1
         walk_key, tensors, consts, nodes = P.walk(out, value)
         program = self.programs.get(walk_key)
@@ -231,6 +218,43 @@ def interpret(out: Any, value: Any, tensors: list, nodes: list) -> None:
         stop = min(rows, start + step)
         out[start:stop]._store(reference.evaluate(
             value, dtype, leaf=lambda x, dt: rows_of(x, dt, start, stop)))
+
+
+def statement_key(d: Any, out: Any) -> tuple | None:
+    """(key, tensors) of `out[:] = tree` for the tree's root op dict `d`, or None where the tree
+    has no structure id (then the engine walks it). The key is the tree's interned structure,
+    which leaves are the same tensor (`pattern`: None where all differ, 0 where there is one,
+    else each leaf's slot), the output's slot among them (-1: not read) and the output's token;
+    `tensors` are the distinct tensors in first-occurrence (slot) order.
+    neonlike._hotpath.statement_key is this function in C (the engine takes it where built)."""
+    sid = getattr(d, "sid", None)
+    if sid is None:
+        return None
+    # NOTE: Tensors hash and compare as objects here (a dict never calls == between two
+    # distinct tensors: their hashes differ), so no tree is built
+    leaves = d.leaves
+    first = dict.fromkeys(leaves)    # the tensors in first-occurrence (slot) order
+    n = len(first)
+    if n == len(leaves):             # every leaf a different tensor: 0, 1, .., n-1
+        pattern, tensors = None, leaves
+        slot = _position(leaves, out) if out in first else -1
+    elif n == 1:                     # one tensor
+        pattern, tensors = 0, leaves[:1]
+        slot = 0 if out in first else -1
+    else:
+        slots = dict(zip(first, range(n)))
+        pattern, tensors = tuple(map(slots.__getitem__, leaves)), tuple(first)
+        slot = slots.get(out, -1)
+    try:
+        token = out._token
+    except AttributeError:
+        token = tensor_token(out)
+    return (sid, pattern, slot, token), tensors
+
+
+# Engine.execute's fast path in C (neonlike._hotpath.run_fast: statement_key, the runner's lookup
+# and its call) where the extension was built
+_run_fast = getattr(hotpath(), "run_fast", None)
 
 
 def _position(leaves: tuple, t: Any) -> int:

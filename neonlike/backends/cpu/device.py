@@ -106,6 +106,8 @@ class NervanaCPU(CPURNNMixin, CPULRNMixin, CPUExtraOpsMixin, NNOpsMixin, Backend
         """`out[:] = value` straight to the engine, without an `assign` node."""
         engine = _FUSED[0] if _FUSED else _fused()
         if engine is not None:
+            if self._runners is None:
+                self._runners = engine.fast_runners  # Tensor.__setitem__'s C fast path uses them
             engine.execute(out, value)
         else:
             out._store(reference.evaluate(value, reference.tree_dtype(out, value)))

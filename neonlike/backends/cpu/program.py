@@ -23,7 +23,7 @@ from ... import plan as P
 from ...dtypes import compute_dtype
 from ...memo import Memo
 from ...ops import Kind, Op
-from ...optree import OpTreeNode, Operators, _broadcast2, shape_of
+from ...optree import OpTreeNode, Operators, _broadcast2, hotpath, shape_of
 from .. import reference
 from ..cache import CPU_CACHE, timed_first_call
 from ..engine import DEBUG, Engine, jit_after_default
@@ -177,6 +177,9 @@ class Program:
             if fn is k.serial or fn is k.parallel:
                 nd_fns[par] = fn.dispatcher          # compiled: call numba directly from now on
             return True
+        hot = hotpath()
+        if flat and hot is not None:   # its plain, apart, entry-point-known case in C
+            return hot.FlatRunner(entries, n_consts, threshold, fast)
         return fast
 
     def _gemm_runner(self) -> Any:

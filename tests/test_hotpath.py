@@ -1,0 +1,310 @@
+"""neonlike._hotpath, the statement's hot path in C, against the Python it stands for.
+
+Each C piece wraps a Python function that stays the definition (`__wrapped__`): the node makers
+(optree.elementwise_maker), the statement key (engine.statement_key), the flat stage's runner
+(cpu/program.py) and Tensor.__setitem__. Here each is checked to give what its Python function
+gives, on the hot cases and on every case it hands back; results are checked against numpy
+float64; reference counts are checked not to grow; and NEONLIKE_HOTPATH=0 is checked to give the
+pure-Python path the same answers.
+"""
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from neonlike import optree
+from neonlike.backends import engine as E
+from neonlike.ops import Op
+from neonlike.optree import OpDict, OpTreeNode, Operators
+from neonlike.tensor import Tensor
+
+HOT = optree.hotpath()
+needs_hot = pytest.mark.skipif(HOT is None, reason="neonlike._hotpath is not built here "
+                               "(no C compiler at install, or NEONLIKE_HOTPATH=0)")
+FIXTURE_OK = settings(suppress_health_check=[HealthCheck.function_scoped_fixture],
+                      deadline=None, max_examples=150)
+
+
+def test_the_extension_is_built_where_a_c_compiler_is():
+    """setup.py builds it as optional: a silent build failure must not pass unnoticed here."""
+    if os.environ.get("NEONLIKE_HOTPATH", "1") == "0":
+        pytest.skip("NEONLIKE_HOTPATH=0 turns the C hot path off")
+    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(cc) is None:
+        pytest.skip(f"no C compiler ({cc}) on this machine: the Python path is the one tested")
+    assert HOT is not None, "neonlike._hotpath did not build; run pip install -e . and read its log"
+    assert type(Operators.__add__).__name__ == "Maker"
+    assert type(Tensor.__setitem__).__name__ == "Setitem"
+
+
+# ---------------------------------------------------------------- node makers: C == Python
+
+def _same_node(a, b):
+    """Two nodes made for the same operands are the same: op dict (items, sid, leaves by
+    identity, consts) and children by identity."""
+    assert type(a) is type(b) is OpTreeNode
+    da, db = a[0], b[0]
+    assert type(da) is type(db) is OpDict
+    assert list(da.items()) == list(db.items())
+    assert da.sid == db.sid
+    assert len(da.leaves) == len(db.leaves) and all(x is y for x, y in zip(da.leaves, db.leaves))
+    assert da.consts == db.consts and [type(c) for c in da.consts] == [type(c) for c in db.consts]
+    for x, y in ((a[1], b[1]), (a[2], b[2])):   # operands by identity, numbers by value
+        assert x is y if isinstance(x, Operators) else (type(x), x) == (type(y), y) or \
+            (x != x and y != y)
+
+
+def _call(fn, *args):
+    try:
+        return "ok", fn(*args)
+    except Exception as e:  # noqa: BLE001  the comparison is of what each raises
+        return "raised", (type(e), str(e))
+
+
+def _operands(be):
+    """Hot-path operands of every kind, and ones the C maker hands back to Python."""
+    a = be.array(np.linspace(-2, 2, 12).reshape(3, 4), name="a")
+    b = be.array(np.linspace(1, 3, 4).reshape(1, 4), name="b")
+    c = be.array(np.arange(3.0).reshape(3, 1), name="c")
+    d = be.array(np.ones((2, 5)), name="d")
+    hot = [a, b, c, d, a * 2.0, be.exp(b), c - a, 2.0, -0.0, 3, 0, 1e300, float("nan"),
+           float("inf")]
+    handed_back = [None, True, np.float32(1.5), np.float64(2.0), np.array(3.0), 10 ** 400, "x",
+                   np.ones((3, 4)), [1.0], OpTreeNode({"op": "add", "shape": (3, 4)}, a, a)]
+    return hot, handed_back
+
+
+DUNDERS = {Op.ADD: "add", Op.SUB: "sub", Op.MUL: "mul", Op.DIV: "truediv", Op.POW: "pow",
+           Op.AND: "and"}
+
+
+@needs_hot
+@FIXTURE_OK
+@given(data=st.data())
+def test_binary_makers_make_the_python_makers_nodes(cpu, data):
+    hot, back = _operands(cpu)
+    binary = [op for op, m in optree._MAKERS.items() if type(m).__name__ == "Maker"
+              and op not in (Op.NEG, Op.ABS) and _call(m.__wrapped__, hot[0], hot[0])[1] is not None]
+    assert len(binary) >= 10
+    op = data.draw(st.sampled_from(binary + list(DUNDERS)))
+    x, y = data.draw(st.sampled_from(hot + back)), data.draw(st.sampled_from(hot + back))
+    fns = [optree._MAKERS[op]]
+    if op in DUNDERS and data.draw(st.booleans()):
+        fns = [getattr(Operators, f"__{DUNDERS[op]}__"), getattr(Operators, f"__r{DUNDERS[op]}__")]
+    for fn in fns:
+        assert type(fn).__name__ == "Maker"
+        got, want = _call(fn, x, y), _call(fn.__wrapped__, x, y)
+        assert got[0] == want[0], (fn, x, y, got, want)
+        if isinstance(got[1], OpTreeNode):
+            _same_node(got[1], want[1])
+        else:
+            assert got == want or (got[1] is None and want[1] is None), (fn, x, y, got, want)
+
+
+@needs_hot
+def test_unary_makers_and_their_hand_backs(cpu):
+    hot, back = _operands(cpu)
+    for op in (Op.NEG, Op.EXP, Op.TANH, Op.ABS, Op.SQRT):
+        make = optree._MAKERS[op]
+        assert type(make).__name__ == "Maker"
+        for x in hot + back:
+            got, want = _call(make, x), _call(make.__wrapped__, x)
+            if got[0] == "ok" and isinstance(got[1], OpTreeNode):
+                _same_node(got[1], want[1])
+            else:
+                assert got == want, (op, x)
+        # a unary maker given a second operand hands it back (the Python maker says None)
+        assert make(hot[0], hot[1]) is None and make.__wrapped__(hot[0], hot[1]) is None
+        # keywords: the Python maker's
+        _same_node(make(x=hot[0]), make.__wrapped__(x=hot[0]))
+
+
+@needs_hot
+def test_operator_methods_keep_their_python_faces(cpu):
+    assert Operators.__add__.__name__ == "__add__" and Operators.__rsub__.__name__ == "__rsub__"
+    a = cpu.array(np.ones((2, 2)))
+    bound = a.__add__
+    _same_node(bound(1.0), Operators.__add__.__wrapped__(a, 1.0))
+    assert "Maker" in repr(type(Operators.__add__))
+    # the shape error is the Python maker's, naming the op and both shapes
+    with pytest.raises(ValueError, match=r"add.*\(2, 2\).*\(3, 1\)|add.*\(3, 1\).*\(2, 2\)"):
+        a + cpu.array(np.ones((3, 1)))
+    with pytest.raises(TypeError, match="numpy array of shape"):
+        a * np.ones((2, 2))
+
+
+@needs_hot
+def test_leaves_past_the_limit_give_no_structure(cpu):
+    x = cpu.array(np.ones((2, 2)))
+    tree = x
+    for _ in range(optree.LEAVES_MAX):
+        tree = tree + x
+    assert tree[0].sid is None and tree[0].leaves == () and tree[0].consts == ()
+    out = cpu.empty((2, 2))
+    out[:] = tree
+    np.testing.assert_array_equal(out.get(), np.full((2, 2), optree.LEAVES_MAX + 1.0))
+
+
+# ---------------------------------------------------------------- statement key: C == Python
+
+@needs_hot
+@FIXTURE_OK
+@given(pattern=st.lists(st.integers(0, 3), min_size=1, max_size=40), out_slot=st.integers(-1, 3))
+def test_statement_key_is_the_python_key(cpu, pattern, out_slot):
+    ts = [cpu.array(np.full((2, 3), float(i))) for i in range(4)]
+    tree = ts[pattern[0]] * 1.0
+    for i in pattern[1:]:
+        tree = tree + ts[i]
+    out = ts[out_slot] if out_slot >= 0 else cpu.empty((2, 3))
+    got, want = HOT.statement_key(tree[0], out), E.statement_key(tree[0], out)
+    if len(tree[0].leaves) > 32:
+        assert got is NotImplemented
+    else:
+        assert got[0] == want[0]
+        assert len(got[1]) == len(want[1]) and all(a is b for a, b in zip(got[1], want[1]))
+
+
+@needs_hot
+def test_statement_key_without_structure(cpu):
+    x = cpu.array(np.ones((2, 2)))
+    assert HOT.statement_key({"op": "add"}, x) is None           # not an OpDict
+    loose = OpTreeNode({"op": "add", "shape": (2, 2)}, x, x)      # made without build()
+    assert HOT.statement_key(loose[0], x) is None
+
+
+# ---------------------------------------------------------------- statements: values and hand-backs
+
+def _check(out, want):
+    np.testing.assert_allclose(out.get().astype(np.float64), want, rtol=2e-6, atol=1e-6)
+
+
+def test_hot_statements_against_numpy(cpu):
+    be = cpu
+    rng = np.random.default_rng(0)
+    s_np = rng.uniform(-2, 2, (100, 1)).astype(np.float32)
+    s, o = be.array(s_np), be.empty((100, 1))
+    s64 = s_np.astype(np.float64)
+    for k in range(4):              # interpreted first, compiled, then the runners' fast paths
+        o[:] = be.tanh(s * 2.0 + float(k)) * s - s
+        _check(o, np.tanh(s64 * 2.0 + k) * s64 - s64)
+    # in place: the output is a leaf
+    t = be.array(s_np)
+    for k in range(3):
+        t[:] = t * 0.5 + 1.0
+    _check(t, ((s64 * 0.5 + 1) * 0.5 + 1) * 0.5 + 1)
+
+
+def test_views_and_overlaps_take_the_python_path(cpu):
+    """Buffers that are not plain flat memory, and outputs sharing an operand's memory, are
+    handed back to the Python runner; the values are numpy's either way."""
+    be = cpu
+    base_np = np.arange(24, dtype=np.float32).reshape(4, 6) / 7
+    for _ in range(3):
+        base = be.array(base_np)
+        left, right = base[:, 0:3], base[:, 3:6]       # strided views of one array
+        out = be.empty((4, 3))
+        out[:] = left * 2.0 + right
+        _check(out, base_np[:, 0:3].astype(np.float64) * 2 + base_np[:, 3:6])
+        right[:] = left + 1.0                           # output and input share memory
+        want = base_np.astype(np.float64).copy()
+        want[:, 3:6] = want[:, 0:3] + 1
+        _check(base, want)
+        t = be.array(base_np[:3, :3].copy())
+        u = be.empty((3, 3))
+        u[:] = t.T * 1.0 + 0.0                           # a transposed operand
+        _check(u, base_np[:3, :3].T.astype(np.float64))
+
+
+def test_broadcast_assign_and_other_values_take_the_python_path(cpu):
+    be = cpu
+    row = be.array(np.arange(3, dtype=np.float32).reshape(1, 3))
+    out = be.empty((4, 3))
+    for _ in range(3):
+        out[:] = row * 2.0                             # tree shape (1, 3) broadcast into (4, 3)
+        _check(out, np.tile(np.arange(3.0) * 2, (4, 1)))
+        out[:] = 1.5
+        _check(out, np.full((4, 3), 1.5))
+        out[:] = np.ones((4, 3), np.float32)
+        _check(out, np.ones((4, 3)))
+        out[1:3] = row + 1.0
+        want = np.ones((4, 3))
+        want[1:3] = np.arange(3.0) + 1
+        _check(out, want)
+
+
+def test_a_failed_statement_leaves_its_output_untouched(cpu):
+    be = cpu
+    x, out = be.array(np.ones((2, 3), np.float32)), be.array(np.full((2, 3), 7.0, np.float32))
+    for _ in range(3):
+        out[:] = x + 1.0
+    out[:] = be.array(np.full((2, 3), 7.0, np.float32)) * 1.0
+    with pytest.raises(ValueError, match=r"\(2, 3\).*\(3, 2\)|\(3, 2\).*\(2, 3\)"):
+        out[:] = be.array(np.ones((3, 2), np.float32)) + 1.0
+    _check(out, np.full((2, 3), 7.0))
+
+
+@needs_hot
+def test_the_runner_is_the_c_runner_and_hands_back(cpu):
+    be = cpu
+    s, o = be.array(np.ones((8, 1), np.float32)), be.empty((8, 1))
+    for _ in range(4):
+        o[:] = s * 3.0 - 1.0
+    runners = be._runners
+    assert runners is not None
+    kinds = {type(r).__name__ for r in runners.values()}
+    assert "FlatRunner" in kinds
+    runner = next(r for r in runners.values() if type(r).__name__ == "FlatRunner")
+    # the wrong number of constants: handed to the Python runner, which declines
+    assert runner(o, (s,), ()) is False and runner.__wrapped__(o, (s,), ()) is False
+
+
+@needs_hot
+def test_no_reference_grows(cpu):
+    be = cpu
+    s, o = be.array(np.ones((16, 1), np.float32)), be.empty((16, 1))
+    c = 2.5
+    for _ in range(5):
+        o[:] = be.tanh(s * c + 1) * s - s
+    before = (sys.getrefcount(s), sys.getrefcount(o), sys.getrefcount(c), sys.getrefcount(be))
+    for _ in range(2000):
+        o[:] = be.tanh(s * c + 1) * s - s
+        _ = 3.0 - s, -s, s * np.float32(2)       # hand-backs too
+    del _
+    after = (sys.getrefcount(s), sys.getrefcount(o), sys.getrefcount(c), sys.getrefcount(be))
+    assert after == before
+
+
+def test_the_python_path_gives_the_same_values():
+    """NEONLIKE_HOTPATH=0: no C maker, no C runner, no C __setitem__; the same statement values."""
+    code = (
+        "import numpy as np\n"
+        "from neonlike import gen_backend, optree\n"
+        "from neonlike.tensor import Tensor\n"
+        "be = gen_backend('cpu')\n"
+        "s = be.array(np.linspace(-2, 2, 50, dtype=np.float32).reshape(50, 1)); o = be.empty((50, 1))\n"
+        "for _ in range(4): o[:] = be.tanh(s * 2.0 + 1.0) * s - s\n"
+        "print(optree.hotpath() is None, type(Tensor.__setitem__).__name__)\n"
+        "print(repr(o.get().astype(np.float64).tobytes().hex()))\n")
+    env = dict(os.environ)
+    runs = {}
+    for flag in ("0", "1"):
+        env["NEONLIKE_HOTPATH"] = flag
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr
+        runs[flag] = r.stdout.splitlines()
+    assert runs["0"][0] == "True function"
+    assert runs["0"][1] == runs["1"][1]
+    x = np.linspace(-2, 2, 50, dtype=np.float32).astype(np.float64)
+    got = np.frombuffer(bytes.fromhex(eval(runs["0"][1])), np.float64)
+    np.testing.assert_allclose(got, np.tanh(x * 2 + 1) * x - x, rtol=2e-6, atol=1e-6)
+    assert not math.isnan(got.sum())
