@@ -11,6 +11,7 @@
  *   _hotpath.setup(OpTreeNode, OpDict, Tensor_, structs, new_sid, bcast, broadcast2, tensor_token,
  *                leaves_max)
  *   maker = _hotpath.Maker(op, swap, unary, python_make)   # a method: Operators.__add__ = maker
+ *   be_fn = _hotpath.Maker(op, False, unary, python_fn, True)   # Backend.tanh(be, a, out=None)
  *   key, tensors = _hotpath.statement_key(op_dict, out)    # engine.statement_key, in C
  *   ran = _hotpath.run_fast(runners, out, tree)            # Engine.execute's fast path
  *   runner = _hotpath.FlatRunner(entries, n_consts, threshold, python_fast)   # cpu/program.py
@@ -25,6 +26,17 @@ static PyTypeObject *NodeType, *OpDictType, *TensorBase;
 static PyObject *Structs, *NewSid, *Bcast, *Broadcast2, *TensorToken, *Empty, *OneOne, *ConstTok;
 static PyObject *s_shape, *s_op, *s_sid, *s_leaves, *s_consts, *s_token;
 static Py_ssize_t LeavesMax = 512;
+/* byte offsets of OpDict's slots sid, leaves, consts (its __slots__: read from their member
+ * descriptors at setup), so a node's slots are read and written without attribute lookups */
+static Py_ssize_t OffSid, OffLeaves, OffConsts;
+#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
+
+/* Set a slot that holds nothing yet (a new OpDict's). */
+static void slot_init(PyObject *d, Py_ssize_t off, PyObject *v) {
+    PyObject *old = SLOT(d, off);
+    SLOT(d, off) = Py_NewRef(v);
+    Py_XDECREF(old);
+}
 
 /* One operand, classified as optree's make does: shape (NULL for a number), structure token,
  * leaves and constants (borrowed or owned as marked). */
@@ -46,11 +58,15 @@ static int classify(PyObject *x, Operand *o) {
         if (!PyDict_Check(d)) return 0;
         PyObject *shape = PyDict_GetItemWithError(d, s_shape);
         if (shape == NULL) { PyErr_Clear(); return 0; }
+        if (Py_TYPE(d) != OpDictType) return 0;
+        PyObject *sid = SLOT(d, OffSid), *leaves = SLOT(d, OffLeaves), *consts = SLOT(d, OffConsts);
+        if (sid == NULL || leaves == NULL || consts == NULL || !PyTuple_Check(leaves) ||
+                !PyTuple_Check(consts))
+            return 0;                  /* made without build(): no structure to extend */
         o->shape = Py_NewRef(shape);
-        o->token = PyObject_GetAttr(d, s_sid);
-        o->leaves = o->token ? PyObject_GetAttr(d, s_leaves) : NULL;
-        o->consts = o->leaves ? PyObject_GetAttr(d, s_consts) : NULL;
-        if (o->consts == NULL) { PyErr_Clear(); operand_clear(o); return 0; }
+        o->token = Py_NewRef(sid);
+        o->leaves = Py_NewRef(leaves);
+        o->consts = Py_NewRef(consts);
         return 1;
     }
     if (t == &PyFloat_Type || t == &PyLong_Type) {
@@ -143,12 +159,12 @@ static PyObject *make_node(PyObject *op, int unary, PyObject *a, PyObject *b, Op
         goto fail;
     if (ka == Py_None || kb == Py_None ||
             PyTuple_GET_SIZE(leaves) + PyTuple_GET_SIZE(consts) > LeavesMax) {
-        if (PyObject_SetAttr(d, s_sid, Py_None) < 0 || PyObject_SetAttr(d, s_leaves, Empty) < 0 ||
-                PyObject_SetAttr(d, s_consts, Empty) < 0)
-            goto fail;
+        slot_init(d, OffSid, Py_None);
+        slot_init(d, OffLeaves, Empty);
+        slot_init(d, OffConsts, Empty);
     } else {
-        if (PyObject_SetAttr(d, s_leaves, leaves) < 0 || PyObject_SetAttr(d, s_consts, consts) < 0)
-            goto fail;
+        slot_init(d, OffLeaves, leaves);
+        slot_init(d, OffConsts, consts);
         PyObject *key = PyTuple_Pack(4, op, Py_None, ka, kb);
         if (key == NULL) goto fail;
         PyObject *sid = PyDict_GetItemWithError(Structs, key);
@@ -159,9 +175,8 @@ static PyObject *make_node(PyObject *op, int unary, PyObject *a, PyObject *b, Op
         }
         Py_DECREF(key);
         if (sid == NULL) goto fail;
-        int r = PyObject_SetAttr(d, s_sid, sid);
+        slot_init(d, OffSid, sid);
         Py_DECREF(sid);
-        if (r < 0) goto fail;
     }
     node = NodeType->tp_alloc(NodeType, 3);
     if (node == NULL) goto fail;
@@ -176,18 +191,18 @@ fail:
 
 typedef struct {
     PyObject_HEAD
-    PyObject *op, *py, *name;
-    int swap, unary;
+    PyObject *op, *py, *name, *doc;
+    int swap, unary, skip;
     vectorcallfunc vectorcall;
 } Maker;
 
 static PyObject *maker_vectorcall(PyObject *self_, PyObject *const *args, size_t nargsf,
                                   PyObject *kwnames) {
     Maker *self = (Maker *)self_;
-    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
-    if (NodeType == NULL || kwnames != NULL || n < 1 || n > 2)
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf) - self->skip;   /* skip: a backend's method */
+    if (NodeType == NULL || kwnames != NULL || n < 1 || n > 2 - self->skip * self->unary)
         return PyObject_Vectorcall(self->py, args, nargsf, kwnames);
-    PyObject *x = args[0], *y = n == 2 ? args[1] : Py_None;
+    PyObject *x = args[self->skip], *y = n == 2 ? args[self->skip + 1] : Py_None;
     PyObject *a = self->swap ? y : x, *b = self->swap ? x : y;
     Operand oa, ob = {NULL, NULL, NULL, NULL};
     PyObject *node = NULL;
@@ -209,27 +224,29 @@ python:
 
 static PyObject *maker_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     PyObject *op, *py;
-    int swap, unary;
-    if (!PyArg_ParseTuple(args, "OppO:Maker", &op, &swap, &unary, &py)) return NULL;
+    int swap, unary, skip = 0;
+    if (!PyArg_ParseTuple(args, "OppO|p:Maker", &op, &swap, &unary, &py, &skip)) return NULL;
     Maker *self = (Maker *)type->tp_alloc(type, 0);
     if (self == NULL) return NULL;
     self->op = Py_NewRef(op);
     self->py = Py_NewRef(py);
     self->name = PyObject_GetAttrString(py, "__name__");
-    if (self->name == NULL) { Py_DECREF(self); return NULL; }
+    self->doc = PyObject_GetAttrString(py, "__doc__");
+    if (self->name == NULL || self->doc == NULL) { Py_DECREF(self); return NULL; }
     self->swap = swap;
     self->unary = unary;
+    self->skip = skip;
     self->vectorcall = maker_vectorcall;
     return (PyObject *)self;
 }
 
 static int maker_traverse(Maker *self, visitproc visit, void *arg) {
-    Py_VISIT(self->op); Py_VISIT(self->py); Py_VISIT(self->name);
+    Py_VISIT(self->op); Py_VISIT(self->py); Py_VISIT(self->name); Py_VISIT(self->doc);
     return 0;
 }
 
 static int maker_clear(Maker *self) {
-    Py_CLEAR(self->op); Py_CLEAR(self->py); Py_CLEAR(self->name);
+    Py_CLEAR(self->op); Py_CLEAR(self->py); Py_CLEAR(self->name); Py_CLEAR(self->doc);
     return 0;
 }
 
@@ -252,6 +269,7 @@ static PyObject *maker_repr(Maker *self) {
 
 static PyMemberDef maker_members[] = {
     {"__name__", T_OBJECT, offsetof(Maker, name), 0, "the method's name"},
+    {"__doc__", T_OBJECT, offsetof(Maker, doc), 0, "the Python function's docstring"},
     {"__wrapped__", T_OBJECT, offsetof(Maker, py), READONLY, "the Python maker (fallback)"},
     {"op", T_OBJECT, offsetof(Maker, op), READONLY, "the node's op"},
     {NULL}
@@ -263,7 +281,8 @@ static PyTypeObject MakerType = {
     .tp_basicsize = sizeof(Maker),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
                 Py_TPFLAGS_METHOD_DESCRIPTOR,
-    .tp_doc = "Maker(op, swap, unary, python_make): optree's elementwise node maker in C",
+    .tp_doc = "Maker(op, swap, unary, python_make, skip=False): optree's elementwise node maker "
+              "in C; skip: a backend method `fn(be, a[, b])` whose first argument is not an operand",
     .tp_new = maker_new,
     .tp_dealloc = (destructor)maker_dealloc,
     .tp_traverse = (traverseproc)maker_traverse,
@@ -283,15 +302,24 @@ static PyTypeObject MakerType = {
 #define KEY_LEAVES_MAX 32
 
 static PyObject *key_of(PyObject *d, PyObject *out) {
-    PyObject *sid = PyObject_GetAttr(d, s_sid);
-    if (sid == NULL) {          /* an op dict not made by build(): no structure */
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
-        PyErr_Clear();
-        Py_RETURN_NONE;
+    PyObject *sid, *leaves, *result = NULL;
+    if (Py_TYPE(d) == OpDictType) {
+        sid = SLOT(d, OffSid);
+        leaves = SLOT(d, OffLeaves);
+        if (sid == NULL || sid == Py_None || leaves == NULL) Py_RETURN_NONE;
+        Py_INCREF(sid);
+        Py_INCREF(leaves);
+    } else {
+        sid = PyObject_GetAttr(d, s_sid);
+        if (sid == NULL) {          /* an op dict not made by build(): no structure */
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        if (sid == Py_None) return sid;
+        leaves = PyObject_GetAttr(d, s_leaves);
+        if (leaves == NULL) goto done;
     }
-    if (sid == Py_None) return sid;
-    PyObject *leaves = PyObject_GetAttr(d, s_leaves), *result = NULL;
-    if (leaves == NULL) goto done;
     Py_ssize_t n = PyTuple_Check(leaves) ? PyTuple_GET_SIZE(leaves) : -1, distinct = 0, slot = -1;
     if (n > KEY_LEAVES_MAX || n <= 0) { result = Py_NewRef(Py_NotImplemented); goto done; }
     PyObject *first[KEY_LEAVES_MAX];
@@ -356,20 +384,28 @@ static PyObject *statement_key(PyObject *module, PyObject *const *args, Py_ssize
 }
 
 /* 1 where the runner filed under the statement's key ran it, 0 where the caller must go on (no
- * key, no runner yet, or the runner declined), -1 on an error (the runner's own). */
+ * key, no runner yet, or the runner declined), 2 where the key is statement_key's to make (more
+ * leaves than key_of compares), -1 on an error (the runner's own). */
 static int run_fast_impl(PyObject *runners, PyObject *out, PyObject *tree) {
     if (Py_TYPE(tree) != NodeType) return 0;
     PyObject *d = PyTuple_GET_ITEM(tree, 0);
     PyObject *found = key_of(d, out);
     if (found == NULL) return -1;
-    if (!PyTuple_Check(found)) { Py_DECREF(found); return 0; }
+    if (!PyTuple_Check(found)) {
+        int python = found == Py_NotImplemented;
+        Py_DECREF(found);
+        return python ? 2 : 0;
+    }
     PyObject *runner = PyDict_GetItemWithError(runners, PyTuple_GET_ITEM(found, 0));
     if (runner == NULL) {
         Py_DECREF(found);
         return PyErr_Occurred() ? -1 : 0;
     }
     Py_INCREF(runner);
-    PyObject *consts = PyObject_GetAttr(d, s_consts), *r = NULL;
+    PyObject *consts = Py_TYPE(d) == OpDictType ? Py_XNewRef(SLOT(d, OffConsts))
+                                                : PyObject_GetAttr(d, s_consts), *r = NULL;
+    if (consts == NULL && !PyErr_Occurred())
+        PyErr_SetString(PyExc_AttributeError, "consts");
     if (consts != NULL) {
         PyObject *call[3] = {out, PyTuple_GET_ITEM(found, 1), consts};
         r = PyObject_Vectorcall(runner, call, 3, NULL);
@@ -385,7 +421,8 @@ static int run_fast_impl(PyObject *runners, PyObject *out, PyObject *tree) {
 
 /* engine.Engine.execute's fast path: run_fast(runners, out, tree) looks up the statement's
  * runner by its key (statement_key) and calls runner(out, tensors, consts); True where it ran,
- * False where the engine must go on (no key, no runner yet, or the runner declined). */
+ * False where the engine must go on (no key, no runner yet, or the runner declined),
+ * NotImplemented where statement_key must make the key and the engine try the runner. */
 static PyObject *run_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3 || !PyDict_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "run_fast(runners: dict, out, tree) takes 3 arguments");
@@ -393,6 +430,7 @@ static PyObject *run_fast(PyObject *module, PyObject *const *args, Py_ssize_t na
     }
     int ok = run_fast_impl(args[0], args[1], args[2]);
     if (ok < 0) return NULL;
+    if (ok == 2) Py_RETURN_NOTIMPLEMENTED;
     return PyBool_FromLong(ok);
 }
 
@@ -432,7 +470,7 @@ static PyObject *setitem_vectorcall(PyObject *self_, PyObject *const *args, size
             PyErr_Clear();       /* a lookup that failed: the Python method takes the call */
         Py_XDECREF(oshape); Py_XDECREF(backend); Py_XDECREF(runners);
         if (ran < 0) return NULL;
-        if (ran > 0) Py_RETURN_NONE;
+        if (ran == 1) Py_RETURN_NONE;
     }
     return PyObject_Vectorcall(self->py, args, nargsf, kwnames);
 }
@@ -635,6 +673,19 @@ static PyObject *setup(PyObject *module, PyObject *args) {
                         "dict type a dict subclass");
         return NULL;
     }
+    Py_ssize_t offs[3];
+    const char *names[3] = {"sid", "leaves", "consts"};
+    for (int i = 0; i < 3; i++) {
+        PyObject *desc = PyDict_GetItemString(((PyTypeObject *)opdict)->tp_dict, names[i]);
+        if (desc == NULL || Py_TYPE(desc) != &PyMemberDescr_Type ||
+                ((PyMemberDescrObject *)desc)->d_member->type != T_OBJECT_EX) {
+            PyErr_Format(PyExc_TypeError, "setup: the op dict type must have a __slots__ entry "
+                         "%s", names[i]);
+            return NULL;
+        }
+        offs[i] = ((PyMemberDescrObject *)desc)->d_member->offset;
+    }
+    OffSid = offs[0]; OffLeaves = offs[1]; OffConsts = offs[2];
     Py_XSETREF(NodeType, (PyTypeObject *)Py_NewRef(node));
     Py_XSETREF(OpDictType, (PyTypeObject *)Py_NewRef(opdict));
     Py_XSETREF(TensorBase, (PyTypeObject *)Py_NewRef(tensor));

@@ -359,7 +359,8 @@ def build(op: Any, a: Any, b: Any, out: Any = None, **kwargs: Any) -> Any:
             _INFERRED.put(key, (shape, attrs, items))
         except TypeError:
             pass
-    elif info.kind is Kind.MATMUL and not attrs and isinstance(b, Operators):
+    elif info.kind is Kind.MATMUL and not attrs and isinstance(a, Operators) and \
+            isinstance(b, Operators):
         _INFERRED.put((op, a.shape, b.shape), (shape, attrs, items))
     node = tuple.__new__(OpTreeNode, (d, a, b))
     if out is not None:

@@ -41,6 +41,8 @@ def test_the_extension_is_built_where_a_c_compiler_is():
     cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(cc) is None:
         pytest.skip(f"no C compiler ({cc}) on this machine: the Python path is the one tested")
+    if not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")):
+        pytest.skip("no Python headers (Python.h) on this machine: the Python path is the one tested")
     assert HOT is not None, "neonlike._hotpath did not build; run pip install -e . and read its log"
     assert type(Operators.__add__).__name__ == "Maker"
     assert type(Tensor.__setitem__).__name__ == "Setitem"
@@ -308,3 +310,22 @@ def test_the_python_path_gives_the_same_values():
     got = np.frombuffer(bytes.fromhex(eval(runs["0"][1])), np.float64)
     np.testing.assert_allclose(got, np.tanh(x * 2 + 1) * x - x, rtol=2e-6, atol=1e-6)
     assert not math.isnan(got.sum())
+
+
+def test_trees_the_c_key_leaves_to_python_stay_on_the_fast_path(cpu):
+    """More leaves than the C key compares (32): the engine makes the key in Python and still
+    runs the statement's runner, with no walk."""
+    from neonlike.backends.cpu import program
+    xs = [cpu.array(np.full((4, 1), float(i), np.float32)) for i in range(3)]
+    tree = xs[0] * 1.0
+    for i in range(39):
+        tree = tree + xs[i % 3]
+    assert len(tree[0].leaves) == 40
+    out = cpu.empty((4, 1))
+    for _ in range(3):
+        out[:] = tree
+    walks = program.ENGINE.stats["walks"]
+    for _ in range(5):
+        out[:] = tree
+    assert program.ENGINE.stats["walks"] == walks
+    _check(out, np.full((4, 1), 0.0 + sum(float(i % 3) for i in range(39))))

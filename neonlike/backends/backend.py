@@ -17,7 +17,7 @@ from ..dtypes import SUPPORTED, as_dtype, cast_for_store
 from ..memo import Memo
 from ..ops import OP_INFO, Kind, Op
 from ..optree import (_MAKERS, OpDict, OpTreeNode, Operators, _dict_update, _new_opdict, build,
-                      shape_of)
+                      hotpath, shape_of)
 from ..tensor import Tensor
 from .host_ops import HostOpsMixin
 from .rnn import RNNOpsMixin
@@ -431,7 +431,7 @@ def _unary(op: Op) -> Any:
                 return node
         return build(op, a, None, out=out)
     fn.__doc__ = f"Elementwise `{op}`; an op-tree, or executed into `out`."
-    return fn
+    return _compiled(op, True, fn)
 
 
 def _binary(op: Op) -> Any:
@@ -444,7 +444,18 @@ def _binary(op: Op) -> Any:
                 return node
         return build(op, a, b, out=out)
     fn.__doc__ = f"Elementwise `{op}` with numpy broadcasting; an op-tree, or executed into `out`."
-    return fn
+    return _compiled(op, False, fn)
+
+
+def _compiled(op: Op, unary: bool, fn: Any) -> Any:
+    """`fn` (a method `be.fn(a[, b], out=None)`) with its node-making case in C where
+    neonlike._hotpath was built (optree.elementwise_maker's; `out` and all else go to fn)."""
+    hot = hotpath()
+    if hot is None:
+        return fn
+    method = hot.Maker(op, False, unary, fn, True)
+    method.__name__ = fn.__name__
+    return method
 
 
 def _reduction(op: Op, default_axis: Any) -> Any:

@@ -91,18 +91,17 @@ class Engine:
         key = None
         if d is not None and not DEBUG:
             # the tree's structure was interned while it was built: its key needs no walk
-            if _run_fast is not None:
-                if _run_fast(self.runners, out, value):   # the key, the runner and its call, in C
+            # the key, the runner and its call in C where built (NotImplemented: the key is
+            # statement_key's to make); False: no runner took it, so the key only files one
+            ran = _run_fast(self.runners, out, value) if _run_fast is not None else NotImplemented
+            if ran is True:
+                return
+            found = statement_key(d, out)
+            if found is not None:
+                key, tensors = found
+                fast = self.runners.get(key) if ran is NotImplemented else None
+                if fast is not None and fast(out, tensors, d.consts):
                     return
-                found = statement_key(d, out)   # the key to file this statement's runner under
-                key = found[0] if found is not None else None
-            else:
-                found = statement_key(d, out)
-                if found is not None:
-                    key, tensors = found
-                    fast = self.runners.get(key)
-                    if fast is not None and fast(out, tensors, d.consts):
-                        return
         self.stats["walks"] += 1
         walk_key, tensors, consts, nodes = P.walk(out, value)
         program = self.programs.get(walk_key)
