@@ -567,13 +567,14 @@ static PyObject *runner_vectorcall(PyObject *self_, PyObject *const *args, size_
     FlatRunner *self = (FlatRunner *)self_;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), held = 0;
     PyObject *infos[RUNNER_ARGS_MAX], *call[RUNNER_ARGS_MAX], *shape = NULL;
-    if (kwnames != NULL || nargs != 3 || !PyTuple_Check(args[1]) || !PyTuple_Check(args[2]))
-        goto python;
+    if (kwnames != NULL || nargs != 3 || !(PyTuple_Check(args[1]) || PyList_Check(args[1])) ||
+            !(PyTuple_Check(args[2]) || PyList_Check(args[2])))
+        goto python;          /* tensors and consts: tuples (the fast key's) or lists (a walk's) */
     PyObject *out = args[0], *tensors = args[1], *consts = args[2];
-    Py_ssize_t nt = PyTuple_GET_SIZE(tensors), nc = PyTuple_GET_SIZE(consts);
+    Py_ssize_t nt = PySequence_Fast_GET_SIZE(tensors), nc = PySequence_Fast_GET_SIZE(consts);
     if (nc != self->n_consts || nt + nc + 2 > RUNNER_ARGS_MAX) goto python;
     for (Py_ssize_t i = -1; i < nt; i++) {     /* -1: the output */
-        PyObject *info = plain_info(i < 0 ? out : PyTuple_GET_ITEM(tensors, i));
+        PyObject *info = plain_info(i < 0 ? out : PySequence_Fast_GET_ITEM(tensors, i));
         if (info == NULL) goto python;
         infos[held++] = info;
         call[i < 0 ? 0 : 2 + i] = PyTuple_GET_ITEM(info, 2);
@@ -588,7 +589,7 @@ static PyObject *runner_vectorcall(PyObject *self_, PyObject *const *args, size_
     if (!PyList_Check(self->entries) || PyList_GET_SIZE(self->entries) != 2) goto python;
     PyObject *entry = PyList_GET_ITEM(self->entries, size >= self->threshold);
     if (entry == Py_None || entry == Py_False) goto python;
-    for (Py_ssize_t i = 0; i < nc; i++) call[2 + nt + i] = PyTuple_GET_ITEM(consts, i);
+    for (Py_ssize_t i = 0; i < nc; i++) call[2 + nt + i] = PySequence_Fast_GET_ITEM(consts, i);
     shape = PyObject_GetAttr(out, s_shape);
     if (shape == NULL) { PyErr_Clear(); goto python; }
     call[1] = shape;

@@ -46,6 +46,10 @@ class CPUTensor(Tensor):
         return offset // item, tuple(s // item for s in ary.strides)
 
     def _store(self, values: np.ndarray) -> None:
+        if type(values) is np.ndarray and values.dtype == self.dtype and \
+                values.shape == self.shape:       # nothing to broadcast or convert: one copy
+            self._tensor[...] = values
+            return
         self._tensor[...] = cast_for_store(np.broadcast_to(values, self.shape), self.dtype)
 
     def reshape(self, *shape: Any) -> CPUTensor:

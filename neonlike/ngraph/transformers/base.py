@@ -64,18 +64,24 @@ class Computation:
             self.statements = self._plan()
         for p, value in zip(self.parameters, args):
             t._feed(p, value)
-        t._draw_random(self)
+        if t.random:
+            t._draw_random(self)
         fresh: dict = {}
-        for i, run in enumerate(self.statements):
-            target = self._fresh_at.get(i)
-            if target is None:
+        if not self._fresh_at:
+            for run in self.statements:
                 run()
-            else:                   # a large result: computed into a new array, handed over
-                op, shape, dtype = target
-                fresh[op] = np.empty(shape, dtype)
-                run(t._host_tensor(fresh[op]))
-        values = tuple(self._fetch(r, fresh) for r in self.results)
-        return values[0] if self.single else values
+        else:
+            for i, run in enumerate(self.statements):
+                target = self._fresh_at.get(i)
+                if target is None:
+                    run()
+                else:                   # a large result: computed into a new array, handed over
+                    op, shape, dtype = target
+                    fresh[op] = np.empty(shape, dtype)
+                    run(t._host_tensor(fresh[op]))
+        if self.single:
+            return self._fetch(self.results[0], fresh)
+        return tuple(self._fetch(r, fresh) for r in self.results)
 
     # ---------------------------------------------------------------- planning
     def _plan(self) -> list:
@@ -216,7 +222,7 @@ class Transformer:
 
     def _feed(self, p: G.AssignableTensorOp, value: Any) -> None:
         lengths = _lengths(p.axes)
-        array = np.asarray(value)
+        array = value if type(value) is np.ndarray else np.asarray(value)
         if array.shape != lengths:
             if array.size == 1 and not lengths:
                 array = array.reshape(())
@@ -224,7 +230,9 @@ class Transformer:
                 raise ValueError(f"computation: placeholder {p.name} has axes {list(p.axes)} of "
                                  f"lengths {lengths}; got an array of shape {array.shape}")
         t = self.storage(p)
-        t.set(np.ascontiguousarray(array, dtype=t.dtype).reshape(t.shape))
+        if array.dtype != t.dtype or not array.flags.c_contiguous:
+            array = np.ascontiguousarray(array, dtype=t.dtype)
+        t._store(array.reshape(t.shape))     # its shape checked above
 
     def _random_tensor(self, op: G.RngOp) -> Any:
         t = self.random.get(op)

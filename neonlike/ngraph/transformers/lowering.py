@@ -43,7 +43,7 @@ def _pad2(shape: tuple) -> tuple:
 
 
 def _lengths(axes: Any) -> tuple:
-    return tuple(a.length for a in axes)
+    return tuple([a.length for a in axes])
 
 
 def _shape_in(axes: Any, frame: tuple) -> tuple:
