@@ -918,3 +918,29 @@ def test_mkl_threads_come_from_tbb_and_the_environment_is_left_alone():
     assert first == "tbb None", first
     assert threads == "1 True", threads
     assert second == "child ok 0", second
+
+
+def test_auto_judges_long_calls_by_their_medians(monkeypatch):
+    """A long call (SPIN_OK_S or more) is judged by the medians of alternating calls: MKL whose
+    fastest call wins but whose typical call is slower loses to a steadier numpy, and a steady
+    MKL keeps a tie. Times come from a fake clock that each call advances."""
+    clock = [0.0]
+    monkeypatch.setattr(G.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(G.time, "sleep", lambda s: None)
+    monkeypatch.setattr(G, "_spinning", lambda: False)
+
+    def runs(seconds):
+        it = iter(seconds)
+
+        def run():
+            clock[0] += next(it)
+        return run
+    fast_then_slow = [0.012] + [0.010, 0.010, 0.010] + [0.010, 0.016, 0.016, 0.016, 0.016]
+    steady = [0.011] * 10
+    # best-of alone would keep MKL (10 ms against 11); its median (16 ms) loses to numpy's 11
+    assert G._time_paths(runs(fast_then_slow), runs(steady)) == "numpy"
+    # numpy 5% or less faster in the median: a tie, MKL keeps it
+    assert G._time_paths(runs([0.011] * 9), runs([0.0106] * 9)) == "mkl"
+    # short calls keep the best-of rule (and its spin check)
+    assert G._time_paths(runs([0.001] * 4), runs([0.0009] * 4)) == "numpy"
+    assert G._time_paths(runs([0.001] * 4), runs([0.00099] * 4)) == "mkl"
