@@ -152,6 +152,31 @@ def test_updating_inside_the_loop_changes_no_later_gradient():
         np.testing.assert_allclose(p.to_numpy(), before[id(p)] - 0.5 * expected[id(p)])
 
 
+def test_pooled_outputs_are_reused_only_when_nobody_holds_them():
+    rng = np.random.RandomState(4)
+    x = Tensor(data=rng.rand(5, 3), requires_grad=False)
+    w = Tensor(data=rng.rand(3, 4), requires_grad=True, stores_grad=True)
+    first = autograd.matmul(x, w)
+    held = first.data.value                      # an engine tensor, a numpy view, a copy
+    view, copy = np.asarray(held._host())[1:], first.to_numpy()
+    w.copy_from_numpy(rng.rand(3, 4))
+    made = {id(held)}                            # ids only: a name would hold them
+    for _ in range(3):                           # same shapes: reuse, never of what is held
+        y = autograd.matmul(x, w)
+        assert y.data.value is not held
+        made.add(id(y.data.value))
+        np.testing.assert_array_equal(first.to_numpy(), copy)
+        np.testing.assert_array_equal(view, copy[1:])
+    del y, first, held, view
+    assert id(autograd.matmul(x, w).data.value) in made    # freed: handed out again
+    only = autograd.matmul(x, w).data.value._host()[:]    # held by a numpy view alone
+    snapshot = only.copy()
+    w.copy_from_numpy(rng.rand(3, 4))
+    for _ in range(3):
+        autograd.matmul(x, w)
+    np.testing.assert_array_equal(only, snapshot)
+
+
 def test_gradients_of_a_tensor_used_several_times_are_summed():
     a = t64([[1.0, 2.0]], stores_grad=True)
     y = autograd.add(autograd.mul(a, a), autograd.mul(a, 3.0))

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..memo import Memo
 from .plans import PLANS_MAX
+from .pool import HostPool
 
 _DEFAULT: list = []
 
@@ -41,15 +42,18 @@ class Device:
         return self._be
 
     def alloc(self, shape: tuple, dtype: Any) -> Any:
-        """A tensor for a statement to write every element of: uninitialised on a host backend
-        (be.empty zero-fills, work a statement's output does not need), be.empty elsewhere."""
+        """A tensor for a statement to write every element of: on a host backend uninitialised
+        (be.empty zero-fills, work a statement's output does not need), one nobody holds any
+        more where one of this shape and dtype is (pool.py); be.empty elsewhere."""
         try:
             return self._alloc(shape, dtype)
         except AttributeError:
             be = self.be
             if hasattr(be.empty((1, 1)), "_tensor"):   # its tensors wrap numpy arrays
+                from ..backends.cpu.program import _host_info
                 from_host, empty = be._from_host, np.empty
-                self._alloc = lambda shape, dtype: from_host(empty(shape, dtype), None, True)
+                self._alloc = HostPool(lambda shape, dtype: from_host(empty(shape, dtype), None,
+                                                                      True), _host_info).take
             else:
                 self._alloc = lambda shape, dtype: be.empty(shape, dtype=dtype)
             return self._alloc(shape, dtype)
