@@ -36,7 +36,7 @@ from ..ops import OP_INFO, Kind
 from ..optree import OpTreeNode, Operators, dag_postorder, shape_of
 from ..shapes import pad2
 from . import plans as _P
-from .singa_wrap import CTensor
+from .singa_wrap import CTensor, ran
 from .tensor import Tensor
 
 training = False
@@ -170,9 +170,7 @@ class TreeOp(Operation):
             dtype = self.out_dtype(xs)
             if pk is not None:
                 dev.plans.put(key, (tuple(shape), dtype))
-        out = CTensor(tree, shape, dev, dtype)
-        if not self.lazy and type(tree) is OpTreeNode:
-            out.materialize()
+        out = CTensor(tree, shape, dev, dtype) if self.lazy else ran(tree, shape, dev, dtype)
         if training:
             self._xs, self._out = xs, out
         return out
@@ -182,7 +180,7 @@ class TreeOp(Operation):
         if xs is None:
             raise RuntimeError(f"{self.name}: backward needs autograd.training = True during "
                                f"forward (the inputs are kept only then)")
-        needs = tuple([self._need(i) for i in range(len(xs))])
+        needs = self._needs or (True,) * len(xs)     # the walk's, else every input's
         if not self.lazy or needs.count(True) > 1:   # read by a product or by several grads
             dy.materialize()
         dev = xs[0].dev
@@ -258,20 +256,18 @@ def rule_gradients(root: Any, z: Any, values: list, dy: Any, needs: list) -> lis
 
 def _grad(g: Any, like: CTensor, run: bool) -> CTensor:
     """A replayed gradient as a CTensor shaped like `like`, run at once where its plan says."""
-    out = CTensor(g, like.lshape, like.dev, like.dtype)
-    if run and type(g) is OpTreeNode:
-        out.materialize()
-    return out
+    if run:
+        return ran(g, like.lshape, like.dev, like.dtype)
+    return CTensor(g, like.lshape, like.dev, like.dtype)
 
 
 def grad_ctensor(g: Any, like: CTensor) -> CTensor:
     """A gradient tree as a CTensor shaped like `like`: lazy where the tree is elementwise or
     reduces (it fuses into its reader), run at once where it holds a product or a structural op."""
-    out = CTensor(g, like.lshape, like.dev, like.dtype)
     if type(g) is OpTreeNode and any(OP_INFO[n[0]["op"]].kind not in _EW
                                      for n in dag_postorder(g)):
-        out.materialize()
-    return out
+        return ran(g, like.lshape, like.dev, like.dtype)
+    return CTensor(g, like.lshape, like.dev, like.dtype)
 
 
 def _ones_like(t: Tensor) -> CTensor:
@@ -328,7 +324,8 @@ def backward(y: Tensor, dy: Any = None):
         if op.src is None:
             raise RuntimeError(f"backward: {op.name} was not recorded; set autograd.training = "
                                f"True before the forward pass")
-        op._needs = tuple([_needs_grad(s) for s in op.src])
+        op._needs = tuple([(stores and src_op.tensor.requires_grad) if isinstance(src_op, Dummy)
+                           else src_op.requires_grad for src_op, _, _, stores in op.src])
         try:
             dxs = op._do_backward(*dys)
         finally:
@@ -353,20 +350,15 @@ def backward(y: Tensor, dy: Any = None):
             deps[src_op] -= 1
             if deps[src_op] == 0:
                 del not_ready[src_op]
-                for x_id, t in keep.pop(src_op, {}).items():
-                    g = slots[src_op.y_id2idx[x_id]]
-                    if g is not None:
-                        yield t, Tensor(data=g, requires_grad=False)
+                kept = keep.pop(src_op, None)
+                if kept:
+                    for x_id, t in kept.items():
+                        g = slots[src_op.y_id2idx[x_id]]
+                        if g is not None:
+                            yield t, Tensor(data=g, requires_grad=False)
                 if src_op.requires_grad and not isinstance(src_op, Dummy):
                     ready.append((src_op, [g if g is not None else _zeros_for(src_op, i)
                                            for i, g in enumerate(slots)]))
-
-
-def _needs_grad(src: tuple) -> bool:
-    src_op, _, _, stores = src
-    if isinstance(src_op, Dummy):
-        return stores and src_op.tensor.requires_grad
-    return src_op.requires_grad
 
 
 def _accumulate(a: CTensor, b: CTensor) -> CTensor:

@@ -30,7 +30,7 @@ from ..optree import build
 from ..shapes import pad2
 from . import autograd as ag
 from .autograd import Operation, TreeOp
-from .singa_wrap import CTensor
+from .singa_wrap import CTensor, ran
 from .tensor import Tensor
 
 
@@ -383,12 +383,10 @@ class SoftMaxCrossEntropy(Operation):
         be = x.dev.be
         a = len(pad2(x.lshape)) - 1
         e = be.exp(x.value - be.max(x.value, axis=a))
-        p = CTensor(e / be.sum(e, axis=a), x.lshape, x.dev, x.dtype)
-        self.p, self.t, self.n = p.materialize(), _targets(x, t), _batch(x.lshape)
+        p = ran(e / be.sum(e, axis=a), x.lshape, x.dev, x.dtype)
+        self.p, self.t, self.n = p.value, _targets(x, t), _batch(x.lshape)
         loss = be.sum(self.t * be.safelog(self.p)) * (-1.0 / self.n)
-        out = CTensor(loss, (1,), x.dev, x.dtype)
-        out.materialize()
-        return out
+        return ran(loss, (1,), x.dev, x.dtype)
 
     def backward(self, dy: CTensor) -> tuple:
         g = (self.p - self.t) * (dy.value * (1.0 / self.n))

@@ -55,16 +55,19 @@ class CTensor:
         self.value, self.lshape, self.dev = value, tuple(shape), device
         self.dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
         if type(value) is OpTreeNode:
-            me = weakref.ref(self)
-            seen = set()
+            me = None
             for leaf in _leaves(value):
-                base = leaf._original_base
+                base = leaf if leaf.base is None else leaf._original_base
                 readers = getattr(base, "_sg_readers", None)
-                if readers is not None and id(base) not in seen:
-                    seen.add(id(base))
-                    if len(readers) > READERS_PRUNE:
-                        readers[:] = [r for r in readers if r() is not None]
-                    readers.append(me)
+                if readers is None:
+                    continue
+                if me is None:
+                    me = weakref.ref(self)
+                elif readers and readers[-1] is me:   # a base read twice (by this tree)
+                    continue
+                if len(readers) > READERS_PRUNE:
+                    readers[:] = [r for r in readers if r() is not None]
+                readers.append(me)
 
     # ---------------------------------------------------------------- SINGA's C++ methods
     def shape(self, axis: int | None = None) -> Any:
@@ -155,6 +158,13 @@ def run(dev: Any, tree: Any, dtype: Any) -> EngineTensor:
     return out
 
 
+def ran(value: Any, shape: tuple, dev: Any, dtype: Any) -> CTensor:
+    """A materialised CTensor of `value` (a tree is run at once, so it registers as no reader)."""
+    if type(value) is OpTreeNode:
+        value = run(dev, value, dtype)
+    return CTensor(value, shape, dev, dtype)
+
+
 def from_value(value: Any, shape: tuple, device: Any) -> CTensor:
     """A CTensor over an engine tensor (of shape pad2(shape))."""
     if tuple(value.shape) != pad2(tuple(shape)):
@@ -163,4 +173,4 @@ def from_value(value: Any, shape: tuple, device: Any) -> CTensor:
     return CTensor(value, shape, device, value.dtype)
 
 
-__all__ = ["CTensor", "watch", "run", "from_value"]
+__all__ = ["CTensor", "watch", "run", "ran", "from_value"]
