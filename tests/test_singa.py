@@ -177,6 +177,34 @@ def test_pooled_outputs_are_reused_only_when_nobody_holds_them():
     np.testing.assert_array_equal(only, snapshot)
 
 
+@pytest.mark.parametrize("make", [lambda: opt.SGD(0.01, momentum=0.9),
+                                  lambda: opt.SGD(0.01, momentum=0.9, nesterov=True),
+                                  lambda: opt.SGD(0.01), lambda: opt.Adam(0.01)])
+def test_a_large_weight_gradient_kept_for_a_gemm_gives_the_same_steps(make, monkeypatch):
+    """A large weight's gradient x.T @ dy stays lazy (autograd._kept_product): SGD with momentum
+    runs it as one GEMM into its velocity, other optimizers run it once; the same values as with
+    every gradient run at once."""
+    rng = np.random.RandomState(7)
+    X, W0, T = rng.randn(16, 200), rng.randn(200, 200) * 0.05, np.eye(200)[rng.randint(0, 200, 16)]
+    results = []
+    for kept in (autograd.KEPT_PRODUCT_MIN, 10 ** 9):
+        monkeypatch.setattr(autograd, "KEPT_PRODUCT_MIN", kept)
+        x, t = t64(X, requires_grad=False), t64(T, requires_grad=False)
+        w = t64(W0, stores_grad=True)
+        o = make()
+        grads = []
+        for _ in range(3):
+            loss = autograd.softmax_cross_entropy(autograd.relu(autograd.matmul(x, w)), t)
+            for p, g in autograd.backward(loss):
+                assert g.data.lazy == (kept < 10 ** 9)
+                o.update(p, g)
+                grads.append(g.to_numpy())      # read after: x.T @ dy does not read w
+        results.append((w.to_numpy(), grads))
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-12, atol=1e-15)
+    for a, b in zip(results[0][1], results[1][1]):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+
+
 def test_gradients_of_a_tensor_used_several_times_are_summed():
     a = t64([[1.0, 2.0]], stores_grad=True)
     y = autograd.add(autograd.mul(a, a), autograd.mul(a, 3.0))

@@ -5,18 +5,25 @@
         sgd.update(p, g)
 
 Each update is one fused statement per state (SGD: the velocity, then the parameter; plain SGD
-just the parameter, the gradient's tree fused in). Unlike SINGA, `weight_decay` does not write
-into the gradient tensor. State is kept per parameter object.
+just the parameter, the gradient's tree fused in; SGD with plain momentum takes a large weight's
+gradient x.T @ dy, left unrun by autograd, as one GEMM into the velocity: v = x.T @ dy + m * v).
+Unlike SINGA, `weight_decay` does not write into the gradient tensor. State is kept per
+parameter object.
 """
 from __future__ import annotations
 
 import math
 from typing import Any
 
+from .singa_wrap import gemm_operands
 from .tensor import Tensor
 
 
 def _value(g: Tensor) -> Any:
+    """g's value for a statement to read: a tree fuses into it, except a product kept lazy for
+    a GEMM (autograd._kept_product), which runs here once (no statement repeats a GEMM)."""
+    if gemm_operands(g.data.value) is not None:
+        return g.data.materialize()
     return g.data.value
 
 
@@ -81,6 +88,15 @@ class SGD(Optimizer):
     def update(self, param: Tensor, grad: Tensor) -> None:
         _check(param, grad)
         p = param.data.materialize()
+        plain = self.momentum and not (self.weight_decay or self.dampening or self.nesterov)
+        ab = gemm_operands(grad.data.value) if plain else None
+        if ab is not None:        # v = A @ B (+ m * v): one GEMM, no gradient tensor
+            v = self._state(param, "v", p)
+            first = self._seen.get(id(param)) is not param
+            self._seen[id(param)] = param
+            param.device.be.compound_dot(ab[0], ab[1], v, 1.0, 0.0 if first else self.momentum)
+            param.data.write(p - self.lr * v)
+            return
         g = _value(grad)
         if self.weight_decay:
             g = g + self.weight_decay * p

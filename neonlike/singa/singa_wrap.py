@@ -165,6 +165,21 @@ def ran(value: Any, shape: tuple, dev: Any, dtype: Any) -> CTensor:
     return CTensor(value, shape, dev, dtype)
 
 
+def gemm_operands(value: Any) -> tuple | None:
+    """(A, B), engine tensors or their `.T` views, where `value` is the tree `A @ B` of 2-D
+    tensors (a product a GEMM can take straight, `C = A @ B + beta * C`); None otherwise."""
+    if type(value) is not OpTreeNode or value[0]["op"] is not Op.DOT:
+        return None
+    ab = []
+    for x in value[1], value[2]:
+        if type(x) is OpTreeNode and x[0]["op"] is Op.TRANSPOSE and x[0]["axes"] == (1, 0):
+            x = x[1].T if isinstance(x[1], EngineTensor) and len(x[1].shape) == 2 else None
+        if not isinstance(x, EngineTensor) or len(x.shape) != 2:
+            return None
+        ab.append(x)
+    return tuple(ab)
+
+
 def from_value(value: Any, shape: tuple, device: Any) -> CTensor:
     """A CTensor over an engine tensor (of shape pad2(shape))."""
     if tuple(value.shape) != pad2(tuple(shape)):
@@ -173,4 +188,4 @@ def from_value(value: Any, shape: tuple, device: Any) -> CTensor:
     return CTensor(value, shape, device, value.dtype)
 
 
-__all__ = ["CTensor", "watch", "run", "ran", "from_value"]
+__all__ = ["CTensor", "watch", "run", "ran", "gemm_operands", "from_value"]
