@@ -89,22 +89,18 @@ class SGD(Optimizer):
         _check(param, grad)
         p = param.data.materialize()
         plain = self.momentum and not (self.weight_decay or self.dampening or self.nesterov)
-        ab = gemm_operands(grad.data.value) if plain else None
-        if ab is not None:        # v = A @ B (+ m * v): one GEMM, no gradient tensor
-            v = self._state(param, "v", p)
-            first = self._seen.get(id(param)) is not param
-            self._seen[id(param)] = param
-            param.device.be.compound_dot(ab[0], ab[1], v, 1.0, 0.0 if first else self.momentum)
-            param.data.write(p - self.lr * v)
-            return
-        g = _value(grad)
+        ab = gemm_operands(grad.data.value) if plain else None   # else _value runs a product
+        g = grad.data.value if ab is not None else _value(grad)
         if self.weight_decay:
             g = g + self.weight_decay * p
         if self.momentum:
             v = self._state(param, "v", p)
             first = self._seen.get(id(param)) is not param
             self._seen[id(param)] = param
-            if first:
+            if ab is not None:    # v = A @ B (+ m * v): one GEMM, no gradient tensor
+                param.device.be.compound_dot(ab[0], ab[1], v, 1.0,
+                                             0.0 if first else self.momentum)
+            elif first:
                 v[:] = g
             else:
                 damped = g if self.dampening == 0 else (1.0 - self.dampening) * g
