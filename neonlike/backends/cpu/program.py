@@ -48,6 +48,7 @@ class Kernel:
     def __init__(self, source: str, module: Any, bufs: tuple, consts: tuple) -> None:
         self.source, self.bufs, self.consts = source, bufs, consts
         self.stash = "# stash:" in source  # see Program.stash
+        self.aliased = "# the output itself" in source   # see Program.alias
         self.serial = _first_call(module, module.kernel_serial)
         self.parallel = _first_call(module, module.kernel_parallel)
         self.flat = hasattr(module, "kernel_flat_serial")
@@ -81,12 +82,20 @@ class Program:
                 store = out.dtype if final and out.dtype != F16 else self.dtype
                 # the key names the plan, not the stage: stages of one source share a kernel
                 # (a tree split under the plan's caps, issue 13)
-                src, bufs, consts = render_numba.render(stage, meta, self.dtype.name, store, tag)
+                # the output read as an operand (the same tensor): its buffer, read through out
+                alias = next((j for j, t in enumerate(tensors) if t is out), None) if final \
+                    else None
+                src, bufs, consts = render_numba.render(stage, meta, self.dtype.name, store, tag,
+                                                        alias)
                 self.kernels[i] = Kernel(src, CPU_CACHE.module(src), bufs, consts)
         CPU_CACHE.stats["compile_seconds"] += time.perf_counter() - t0
         # a kernel of the plan writes its output before reading its inputs again (render_numba's
         # stash): the output may then share no memory with any input, not even as the same view
         self.stash = any(k.stash for k in self.kernels.values())
+        # the input slot a kernel reads through its output argument (render's `alias`): where the
+        # output goes through a temp (run, not direct) the temp starts with that input's values
+        self.alias = next((j for j, t in enumerate(tensors) if t is out), None) \
+            if any(k.aliased for k in self.kernels.values()) else None
         # `out[:] = dot(a, b)` runs straight into the output where it may (a compute-dtype output
         # sharing no memory with the operands)
         self.gemm_only = P.gemm_only(self.plan)
@@ -219,6 +228,8 @@ class Program:
                       target)
             return
         bufs[plan.n_inputs] = target if direct else np.empty(out.shape, dtype=dt)
+        if not direct and self.alias is not None:
+            np.copyto(bufs[plan.n_inputs], bufs[self.alias])   # read through the output
         for j, pos in enumerate(plan.temps):
             bufs[plan.n_inputs + 1 + j] = np.empty(nodes[pos].shape, dtype=dt)
         c = [dt.type(v) for v in consts]
