@@ -330,3 +330,37 @@ def test_trees_the_c_key_leaves_to_python_stay_on_the_fast_path(cpu):
         out[:] = tree
     assert program.ENGINE.stats["walks"] == walks
     _check(out, np.full((4, 1), 0.0 + sum(float(i % 3) for i in range(39))))
+
+
+def test_an_output_read_as_an_operand_is_read_through_out(cpu):
+    """`p[:] = p - lr*v`: the kernel reads p through its output argument (two numba arguments
+    on one memory keep LLVM's loop scalar); values match numpy wherever the statement runs
+    straight into p, through a temp (float16 output; another operand overlapping p) or with a
+    reduction (no alias there)."""
+    from neonlike import plan as P
+    from neonlike.backends.cpu import program
+    pn, vn = np.linspace(-1, 1, 24).reshape(4, 6).astype(np.float32), np.ones((4, 6), np.float32)
+    p, v = cpu.array(pn), cpu.array(vn)
+    want = pn.astype(np.float64)
+    for _ in range(3):
+        p[:] = p - 0.5 * v
+        want = want - 0.5
+    _check(p, want)
+    compiled = program.ENGINE.programs.get(P.walk(p, p - 0.5 * v)[0])
+    assert compiled is not None and compiled.alias == 0
+    assert all("b0 = out  # the output itself" in k.source for k in compiled.kernels.values())
+    h = cpu.array(pn.astype(np.float16), dtype=np.float16)
+    want16 = pn.astype(np.float16).astype(np.float64)
+    for _ in range(3):
+        h[:] = h * 2.0 + v
+        want16 = (want16 * 2 + 1).astype(np.float16).astype(np.float64)
+    np.testing.assert_array_equal(h.get().astype(np.float64), want16)
+    sq = np.arange(16, dtype=np.float32).reshape(4, 4)
+    for _ in range(3):
+        q = cpu.array(sq)
+        q[:] = q + q.T * 1.0
+        _check(q, sq.astype(np.float64) + sq.T)
+    for _ in range(3):
+        r = cpu.array(pn)
+        r[:] = r - cpu.max(r, axis=1)
+        _check(r, pn.astype(np.float64) - pn.max(axis=1, keepdims=True))
