@@ -587,7 +587,6 @@ static PyObject *runner_vectorcall(PyObject *self_, PyObject *const *args, size_
     }
     Py_ssize_t size = PyObject_Size(call[0]);
     if (size <= 0) { PyErr_Clear(); goto python; }
-    if (!PyList_Check(self->entries) || PyList_GET_SIZE(self->entries) != 2) goto python;
     PyObject *entry = PyList_GET_ITEM(self->entries, size >= self->threshold);
     if (entry == Py_None || entry == Py_False) goto python;
     for (Py_ssize_t i = 0; i < nc; i++) call[2 + nt + i] = PySequence_Fast_GET_ITEM(consts, i);
@@ -613,6 +612,10 @@ static PyObject *runner_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
     if (!PyArg_ParseTuple(args, "O!nnO:FlatRunner", &PyList_Type, &entries, &n_consts, &threshold,
                           &py))
         return NULL;
+    if (PyList_GET_SIZE(entries) != 2) {
+        PyErr_SetString(PyExc_ValueError, "FlatRunner: entries must be the list [serial, parallel]");
+        return NULL;
+    }
     FlatRunner *self = (FlatRunner *)type->tp_alloc(type, 0);
     if (self == NULL) return NULL;
     self->entries = Py_NewRef(entries);

@@ -76,17 +76,16 @@ class Program:
         heavy = any(ins.op in HEAVY for st in self.plan.stages for ins in st.program)
         self.parallel_min = PARALLEL_MIN_HEAVY if heavy else PARALLEL_MIN
         tag = hashlib.sha256(repr(key).encode()).hexdigest()[:12]
+        # the output read as an operand (the same tensor): its slot, read through out (render)
+        out_slot = next((j for j, t in enumerate(tensors) if t is out), None)
         for i, stage in enumerate(self.plan.stages):
             if stage.kind is P.StageKind.FUSED:
                 final = stage.out == self.plan.n_inputs
                 store = out.dtype if final and out.dtype != F16 else self.dtype
                 # the key names the plan, not the stage: stages of one source share a kernel
                 # (a tree split under the plan's caps, issue 13)
-                # the output read as an operand (the same tensor): its buffer, read through out
-                alias = next((j for j, t in enumerate(tensors) if t is out), None) if final \
-                    else None
                 src, bufs, consts = render_numba.render(stage, meta, self.dtype.name, store, tag,
-                                                        alias)
+                                                        out_slot if final else None)
                 self.kernels[i] = Kernel(src, CPU_CACHE.module(src), bufs, consts)
         CPU_CACHE.stats["compile_seconds"] += time.perf_counter() - t0
         # a kernel of the plan writes its output before reading its inputs again (render_numba's
@@ -94,8 +93,7 @@ class Program:
         self.stash = any(k.stash for k in self.kernels.values())
         # the input slot a kernel reads through its output argument (render's `alias`): where the
         # output goes through a temp (run, not direct) the temp starts with that input's values
-        self.alias = next((j for j, t in enumerate(tensors) if t is out), None) \
-            if any(k.aliased for k in self.kernels.values()) else None
+        self.alias = out_slot if any(k.aliased for k in self.kernels.values()) else None
         # `out[:] = dot(a, b)` runs straight into the output where it may (a compute-dtype output
         # sharing no memory with the operands)
         self.gemm_only = P.gemm_only(self.plan)
