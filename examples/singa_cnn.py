@@ -18,10 +18,12 @@ def main():
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--seed", type=int, default=0, help="the device's random seed (initial weights)")
     args = ap.parse_args()
     (X, y), (Xt, yt), nclass = load_digits()
     X, Xt = X.reshape(-1, 1, 8, 8), Xt.reshape(-1, 1, 8, 8)
     dev = device.get_default_device()
+    dev.SetRandSeed(args.seed)
 
     conv1 = autograd.Conv2d(1, 16, 3, padding=1, bias=False)
     bn1 = autograd.BatchNorm2d(16)

@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from neonlike.data import load_digits
-from neonlike.singa import autograd, opt, tensor
+from neonlike.singa import autograd, device, opt, tensor
 from neonlike.singa.tensor import Tensor
 
 
@@ -21,8 +21,10 @@ def main():
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=0.1)
+    ap.add_argument("--seed", type=int, default=0, help="the device's random seed (initial weights)")
     args = ap.parse_args()
     (X, y), (Xt, yt), nclass = load_digits()
+    device.get_default_device().SetRandSeed(args.seed)
 
     w0 = Tensor(shape=(64, 100), requires_grad=True, stores_grad=True)
     w0.gaussian(0.0, 0.1)
