@@ -471,3 +471,21 @@ def test_the_readme_singa_example_runs():
         autograd.add_bias(autograd.matmul(scope["x"], scope["w"]), scope["b"]), scope["t"])
     first = float(tensor.to_numpy(loss).ravel()[0])
     assert np.isfinite(first) and first < np.log(10)      # it learned something
+
+
+@pytest.mark.parametrize("first", ["tensor", "autograd", "operators", "layers", "opt", "device",
+                                   "singa_wrap"])
+def test_any_submodule_imports_first(first):
+    """autograd re-exports the operators and layers, which import autograd: whichever module a
+    script imports first, every name ends up in autograd (layers first was a circular-import
+    AttributeError)."""
+    import subprocess
+    import sys
+    code = (f"import neonlike.singa.{first}\n"
+            "from neonlike.singa import autograd, layers, operators\n"
+            "missing = [n for m in (layers, operators) for n in m.__all__\n"
+            "           if getattr(autograd, n, None) is not getattr(m, n)]\n"
+            "assert not missing, missing\n"
+            "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -421,12 +421,13 @@ class Layer:
         raise NotImplementedError
 
 
-def _late_imports() -> None:
-    from . import operators, layers
+def _export(names: dict) -> None:
+    """Re-export a module's `__all__` here (SINGA's autograd holds its operators and layers).
+    operators.py and layers.py call this with their globals as their last statement, so that
+    whichever of the three a script imports first, autograd ends up with every name."""
     g = globals()
-    for module in (operators, layers):
-        for name in module.__all__:
-            g[name] = getattr(module, name)
+    for name in names["__all__"]:
+        g[name] = names[name]
 
 
-_late_imports()
+from . import operators, layers  # noqa: E402,F401  (each calls _export as it finishes)

@@ -471,3 +471,4 @@ class LSTM(Layer):
 __all__ = ["Linear", "Conv2d", "BatchNorm2d", "MaxPool2d", "AvgPool2d", "MaxPool1d",
            "AvgPool1d", "Pooling2d", "RNN", "LSTM", "ConvHandle", "PoolingHandle",
            "BatchNormHandle", "conv2d", "pooling_2d", "batchnorm_2d"]
+ag._export(globals())

@@ -1027,3 +1027,4 @@ __all__ = sorted(set(
        "shape", "nonzero", "cast", "onehot", "constant_of_shape", "reduce_sum", "reduce_mean",
        "dropout", "globalaveragepool", "_index", "view", "Equal", "Mul", "MeanSquareError",
        "SoftSign", "SoftPlus", "constantOfShape", "reduceSum", "reduceMean", "mse"]))
+ag._export(globals())
