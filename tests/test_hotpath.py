@@ -226,6 +226,38 @@ def test_views_and_overlaps_take_the_python_path(cpu):
         _check(u, base_np[:3, :3].T.astype(np.float64))
 
 
+def test_reduction_statements_take_entry_points_only_on_plain_buffers(cpu):
+    """A statement with reductions runs its n-d kernel's compiled entry point once a plain call
+    has found it; strided and transposed operands of the same structure, and an output that is
+    a row of a larger array, still go through numba's dispatcher and give numpy's values (the
+    entry point of the 'C' layout indexes without strides)."""
+    be = cpu
+    rng = np.random.default_rng(3)
+    x_np = rng.uniform(-2, 2, (6, 8)).astype(np.float32)
+    x64 = x_np.astype(np.float64)
+    x, col, rows = be.array(x_np), be.empty((6, 1)), be.empty((6, 8))
+    for k in range(4):                                  # interpreted, compiled, entry points
+        col[:] = be.sum(x * float(k + 1), axis=1)
+        _check(col, (x64 * (k + 1)).sum(axis=1, keepdims=True))
+        rows[:] = be.exp(x - be.max(x, axis=0)) + float(k)
+        _check(rows, np.exp(x64 - x64.max(axis=0, keepdims=True)) + k)
+    wide_np = rng.uniform(-2, 2, (6, 16)).astype(np.float32)
+    wide = be.array(wide_np)
+    strided = wide[:, ::2]                              # same shape, every other column
+    col[:] = be.sum(strided * 3.0, axis=1)
+    _check(col, (wide_np[:, ::2].astype(np.float64) * 3).sum(axis=1, keepdims=True))
+    sq_np = rng.uniform(-2, 2, (8, 6)).astype(np.float32)
+    col[:] = be.sum(be.array(sq_np).T * 2.0, axis=1)    # a transposed operand
+    _check(col, (sq_np.T.astype(np.float64) * 2).sum(axis=1, keepdims=True))
+    big = be.zeros((6, 4))
+    big[:, 1:2] = be.sum(x * 5.0, axis=1)               # the output a column of a larger array
+    want = np.zeros((6, 4))
+    want[:, 1:2] = (x64 * 5).sum(axis=1, keepdims=True)
+    _check(big, want)
+    rows[:] = be.exp(x - be.max(x, axis=0)) + 1.0       # and back on the entry point
+    _check(rows, np.exp(x64 - x64.max(axis=0, keepdims=True)) + 1)
+
+
 def test_broadcast_assign_and_other_values_take_the_python_path(cpu):
     be = cpu
     row = be.array(np.arange(3, dtype=np.float32).reshape(1, 3))

@@ -125,6 +125,7 @@ class Program:
         nd_fns = [k.serial, k.parallel]
         flat_fns = [k.flat_serial, k.flat_parallel] if flat else None
         entries = [None, None]   # the flat variants' entry points (see _entry_point); False: none
+        nd_entries = [None, None]   # the n-d variants' (reductions, broadcasts), likewise
         threshold = self.parallel_min
 
         def fast(out: Any, tensors: Any, consts: Any) -> bool:
@@ -148,13 +149,20 @@ class Program:
             size = target.size
             if size == 0:
                 return False
-            if plain and flat:
-                entry = entries[size >= threshold]
-                if entry:
-                    # NOTE: the constants go as Python floats: the entry point converts each
-                    # to its signature's float32/float64 as numpy's scalar constructor does
-                    entry(tflat, out.shape, *flats, *consts)
-                    return True
+            if plain:
+                # NOTE: the constants go as Python floats: the entry point converts each to its
+                # signature's float32/float64 as numpy's scalar constructor does
+                if flat:
+                    entry = entries[size >= threshold]
+                    if entry:
+                        entry(tflat, out.shape, *flats, *consts)
+                        return True
+                else:
+                    dom, size = _domain(target, tensors, dom_slots)
+                    entry = nd_entries[size >= threshold]
+                    if entry and size:
+                        entry(target, dom, *[t._hinfo[0] for t in tensors], *consts)
+                        return True
             return launch(out, tensors, consts, target, tflat, flats, plain)
 
         def launch(out: Any, tensors: Any, consts: Any, target: np.ndarray, tflat: Any,
@@ -170,19 +178,19 @@ class Program:
                 if plain and entries[par] is None:
                     entries[par] = _entry_point(fn, (tflat, out.shape, *flats, *c)) or False
                 return True
-            if dom_slots is None:
-                dom, size = target.shape, target.size
-            else:
-                dom = _broadcast_all([tensors[i].shape for i in dom_slots])
-                size = math.prod(dom)
-                if size == 0:
-                    return False
-                size = max(size, target.size)
+            dom, size = _domain(target, tensors, dom_slots)
+            if size == 0:
+                return False
             par = size >= threshold
             fn = nd_fns[par]
-            fn(target, dom, *(t._hinfo[0] for t in tensors), *c)
+            arrays = [t._hinfo[0] for t in tensors]
+            fn(target, dom, *arrays, *c)
             if fn is k.serial or fn is k.parallel:
-                nd_fns[par] = fn.dispatcher          # compiled: call numba directly from now on
+                fn = nd_fns[par] = fn.dispatcher     # compiled: call numba directly from now on
+            if plain and nd_entries[par] is None:
+                # plain buffers are C-contiguous: the entry point of their 'C' layout signature
+                # indexes without strides, so only plain calls ever take it
+                nd_entries[par] = _entry_point(fn, (target, dom, *arrays, *c)) or False
             return True
         hot = hotpath()
         if flat and hot is not None:   # its plain, apart, entry-point-known case in C
@@ -320,6 +328,17 @@ def _domain_slots(x: Any, tensors: list) -> tuple | None:
         elif isinstance(y, Operators):
             slots.add(ids[id(y)])
     return tuple(sorted(slots)) or None
+
+
+def _domain(target: np.ndarray, tensors: Any, dom_slots: tuple | None) -> tuple:
+    """(domain shape, elements to run over) of an n-d kernel call: the output's, or for a stage
+    of reductions the broadcast of their operands' tensors (at least the output's size; 0 where
+    the domain is empty)."""
+    if dom_slots is None:
+        return target.shape, target.size
+    dom = _broadcast_all([tensors[i].shape for i in dom_slots])
+    size = math.prod(dom)
+    return dom, (size and max(size, target.size))
 
 
 def _broadcast_all(shapes: list) -> tuple:
