@@ -255,3 +255,42 @@ def test_cross_channel_pool_bprop_central_differences(be, op, case):
     np.testing.assert_allclose(G.get().ravel(), numeric, atol=1e-8)
     am = A.get() if op == "max" else None
     np.testing.assert_allclose(bprop_pool_numpy(layer, E, am).ravel(), numeric, atol=1e-8)
+
+
+@pytest.mark.parametrize("shape,axes", [
+    ((32, 16, 8, 8), (1, 2, 3, 0)),     # NCHW -> CHWN (singa's conv input)
+    ((16, 8, 8, 32), (3, 0, 1, 2)),     # and back
+    ((5, 3, 7), (2, 0, 1)),
+    ((13, 9), None),                    # a matrix .T, rows not a multiple of the tile
+    ((13, 1, 9), (1, 2, 0)),
+    ((1, 4), (1, 0)),
+    ((1100, 1000), (1, 0))])            # above TRANSPOSE_PARALLEL: the parallel kernel
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_copy_transpose_rotations(be, shape, axes, dtype):
+    """copy_transpose of a rotation of the axes (the CPU's tiled kernel) equals numpy's."""
+    a_np = np.random.default_rng(1).uniform(-1, 1, shape).astype(dtype)
+    want = a_np.transpose(axes)
+    out = be.empty(want.shape, dtype=dtype)
+    assert be.copy_transpose(be.array(a_np, dtype=dtype), out, axes=axes) is out
+    np.testing.assert_array_equal(out.get(), want)
+
+
+def test_copy_transpose_other_cases_match_numpy(be):
+    """What the tiled kernel does not take (not a rotation, a strided operand, a strided or
+    half-precision output, an integer dtype, an op-tree) goes through the engine, same values."""
+    rng = np.random.default_rng(2)
+    a_np = rng.uniform(-1, 1, (4, 6, 5)).astype(np.float32)
+    a = be.array(a_np)
+    cases = [(a, (1, 0, 2), a_np), (a[:, 0:3], (2, 0, 1), a_np[:, 0:3]),
+             (a * 2.0, (1, 2, 0), a_np * 2)]
+    for x, axes, x_np in cases:
+        want = x_np.transpose(axes)
+        out = be.empty(want.shape)
+        be.copy_transpose(x, out, axes=axes)
+        np.testing.assert_allclose(out.get(), want, rtol=1e-6)
+    wide = be.zeros((5, 8, 6))
+    be.copy_transpose(a, wide[:, 0:4], axes=(2, 0, 1))        # into a strided output
+    np.testing.assert_array_equal(wide.get()[:, 0:4], a_np.transpose(2, 0, 1))
+    h = be.empty((5, 4, 6), dtype=np.float16)
+    be.copy_transpose(be.array(a_np, dtype=np.float16), h, axes=(2, 0, 1))
+    np.testing.assert_array_equal(h.get(), a_np.astype(np.float16).transpose(2, 0, 1))

@@ -3,9 +3,11 @@ operators under them (conv2d, batchnorm_2d, pooling_2d).
 
 Convolution and pooling run the backend's compound ops (be.fprop_conv / bprop_conv /
 update_conv, be.fprop_pool / bprop_pool) in neon's layouts: input (C, 1, H, W, N), filters
-(C, 1, R, S, K), output (K, 1, P, Q, N). SINGA's NCHW tensors reach them as permuted views
-(`_permuted`: no copy where the device has strided views, a transpose statement otherwise), and
-their results leave as permuted views of neon's buffers.
+(C, 1, R, S, K), output (K, 1, P, Q, N). SINGA's NCHW tensors reach them, and their results
+leave them, as permuted copies (`_permuted`: be.copy_transpose, a tiled kernel on the CPU for
+these rotations of the axes, ~10 us at 32x16x8x8), so every operator reads plain C-ordered
+buffers: strided views cost the convolutions a copy each and the fused kernels reading them their
+fast path (numpy's copy of such a view ran ~60 us at that size).
 
 Batch norm is written as op-trees in NCHW (the same math as be.compound_fprop_bn, reduced over
 axes (0, 2, 3), so no transpose to neon's (C, N*H*W)); the output stays lazy and fuses with what
@@ -25,8 +27,6 @@ from typing import Any
 
 import numpy as np
 
-from ..optree import build
-from ..ops import Op
 from ..shapes import pad2
 from . import autograd as ag
 from . import operators as F
@@ -44,25 +44,22 @@ def _pair(v: Any, what: str) -> tuple:
     return v
 
 
-def _permuted(value: Any, perm: tuple, shape: tuple) -> Any:
-    """The engine tensor `value` with its axes permuted by `perm`, then reshaped to `shape`."""
-    host = getattr(value, "_tensor", None)
-    if host is not None and hasattr(value, "_derived"):
-        return value._derived(np.reshape(host.transpose(perm), shape))
-    be = value.backend
-    out = be.empty(tuple(value.shape[p] for p in perm), dtype=value.dtype)
-    out[:] = build(Op.TRANSPOSE, value, None, axes=perm)
+def _permuted(value: Any, perm: tuple, shape: tuple, alloc: Any) -> Any:
+    """A copy of the engine tensor `value` with its axes permuted by `perm`, reshaped to
+    `shape`; `alloc(shape, dtype)` gives the uninitialised output (a device's Device.alloc)."""
+    out = alloc(tuple(value.shape[p] for p in perm), value.dtype)
+    value.backend.copy_transpose(value, out, axes=perm)
     return out.reshape(shape)
 
 
-def _nchw_to_neon(value: Any) -> Any:
+def _nchw_to_neon(value: Any, alloc: Any) -> Any:
     N, C, H, W = value.shape
-    return _permuted(value, (1, 2, 3, 0), (C, 1, H, W, N))
+    return _permuted(value, (1, 2, 3, 0), (C, 1, H, W, N), alloc)
 
 
-def _neon_to_nchw(value: Any) -> Any:
+def _neon_to_nchw(value: Any, alloc: Any) -> Any:
     C, _, H, W, N = value.shape
-    return _permuted(value.reshape((C, H, W, N)), (3, 0, 1, 2), (N, C, H, W))
+    return _permuted(value.reshape((C, H, W, N)), (3, 0, 1, 2), (N, C, H, W), alloc)
 
 
 # ---------------------------------------------------------------- handles
@@ -137,31 +134,33 @@ class _Conv2d(Operation):
                              f"kernel {h.kernel}")
         be = x.dev.be
         layer = h.layer(be, x.dtype, x.lshape)
-        I = _nchw_to_neon(x.materialize())
-        Fw = _permuted(W.materialize(), (1, 2, 3, 0), (C, 1, R, S, K))
+        alloc = x.dev.alloc
+        I = _nchw_to_neon(x.materialize(), alloc)
+        Fw = _permuted(W.materialize(), (1, 2, 3, 0), (C, 1, R, S, K), alloc)
         O = be.empty(layer.dimO, dtype=x.dtype)
         bias = None if b is None else b.materialize().reshape((K, 1))
         be.fprop_conv(layer, I, Fw, O, bias=bias)
         if ag.training:
             self.layer, self.I, self.F, self.wshape = layer, I, Fw, W.lshape
             self.has_bias = b is not None
-        out = _neon_to_nchw(O)
+        out = _neon_to_nchw(O, alloc)
         return CTensor(out, out.shape, x.dev, x.dtype)
 
     def backward(self, dy: CTensor) -> tuple:
         be, layer = dy.dev.be, self.layer
-        E = _nchw_to_neon(dy.materialize())
+        alloc = dy.dev.alloc
+        E = _nchw_to_neon(dy.materialize(), alloc)
         K, C, R, S = self.wshape
         dx = dW = db = None
         if self._need(0):
             G = be.empty(layer.dimI, dtype=dy.dtype)
             be.bprop_conv(layer, self.F, E, G)
-            dx = _neon_to_nchw(G)
+            dx = _neon_to_nchw(G, alloc)
             dx = CTensor(dx, dx.shape, dy.dev, dy.dtype)
         U = be.empty(layer.dimF, dtype=dy.dtype)
         gb = be.empty((K, 1), dtype=dy.dtype) if self.has_bias else None
         be.update_conv(layer, self.I, E, U, grad_bias=gb)
-        dW = _permuted(U.reshape((C, R, S, K)), (3, 0, 1, 2), (K, C, R, S))
+        dW = _permuted(U.reshape((C, R, S, K)), (3, 0, 1, 2), (K, C, R, S), alloc)
         dW = CTensor(dW, self.wshape, dy.dev, dy.dtype)
         if gb is not None:
             db = CTensor(gb.reshape((1, K)), (K,), dy.dev, dy.dtype)
@@ -178,21 +177,23 @@ class _Pooling2d(Operation):
         _check4(x, "pooling_2d")
         be = x.dev.be
         layer = self.handle.layer(be, x.dtype, x.lshape)
-        I = _nchw_to_neon(x.materialize())
+        alloc = x.dev.alloc
+        I = _nchw_to_neon(x.materialize(), alloc)
         O = be.empty(layer.dimO, dtype=x.dtype)
         argmax = be.empty(layer.dimO, dtype=np.int32) if self.handle.is_max else None
         be.fprop_pool(layer, I, O, argmax)
         if ag.training:
             self.layer, self.argmax = layer, argmax
-        out = _neon_to_nchw(O)
+        out = _neon_to_nchw(O, alloc)
         return CTensor(out, out.shape, x.dev, x.dtype)
 
     def backward(self, dy: CTensor) -> CTensor:
         be = dy.dev.be
-        E = _nchw_to_neon(dy.materialize())
+        alloc = dy.dev.alloc
+        E = _nchw_to_neon(dy.materialize(), alloc)
         G = be.empty(self.layer.dimI, dtype=dy.dtype)
         be.bprop_pool(self.layer, E, G, self.argmax)
-        dx = _neon_to_nchw(G)
+        dx = _neon_to_nchw(G, alloc)
         return CTensor(dx, dx.shape, dy.dev, dy.dtype)
 
 

@@ -1,4 +1,4 @@
-"""Numba kernels of extra_ops.py: neon's log2 histogram and ROI pooling.
+"""Numba kernels of extra_ops.py: neon's log2 histogram, ROI pooling and copy_transpose's tiles.
 
 Without numba the same functions run as plain Python (`njit` and `prange` fall back to the
 identity and `range`): correct, and slow; extra_ops.py takes a numpy path for the histogram.
@@ -113,3 +113,42 @@ def roipool_bprop(E, rois, G, argmax):
                     where = argmax[c, ph, pw, b]
                     if where >= 0:
                         G[c, where // W, where % W, n] += E[c, ph, pw, b]
+
+
+TILE = 8   # rows of `a` that transpose2d reads in step
+
+
+@njit(cache=True, boundscheck=False)
+def transpose2d(a, o):
+    """o = a.T for C-contiguous a (n, m) and o (m, n), TILE rows of a at a time: each row of o
+    gets TILE contiguous elements while TILE rows of a are read in step, each sequentially
+    (numpy's copy of the transposed view ran up to 6x slower: 32x1024 float32, 56 against
+    9.4 us)."""
+    n, m = a.shape
+    nt = n - n % TILE
+    for i0 in range(0, nt, TILE):
+        for j in range(m):
+            for ii in range(TILE):
+                o[j, i0 + ii] = a[i0 + ii, j]
+    for i in range(nt, n):
+        for j in range(m):
+            o[j, i] = a[i, j]
+
+
+@njit(parallel=True, cache=True, boundscheck=False)
+def transpose2d_parallel(a, o):
+    """transpose2d with the tiles of rows shared among the threads (each writes its own columns
+    of o)."""
+    n, m = a.shape
+    tiles = (n + TILE - 1) // TILE
+    for t in prange(tiles):
+        i0 = t * TILE
+        i1 = min(i0 + TILE, n)
+        if i1 - i0 == TILE:
+            for j in range(m):
+                for ii in range(TILE):
+                    o[j, i0 + ii] = a[i0 + ii, j]
+        else:
+            for i in range(i0, i1):
+                for j in range(m):
+                    o[j, i] = a[i, j]

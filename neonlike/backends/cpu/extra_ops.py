@@ -5,12 +5,14 @@
     be.batched_dot(E, I.T, U)        # U = sum_x E[x] @ I[x].T (update: a 2-D output)
     h = t.hist("tag")                # be.set_hist_buffers(nbins, offset); be.dump_hist_data()
     be.roipooling_fprop(I, rois, O, argmax, roi_count, C, H, W, PH, PW, spatial_scale)
+    be.copy_transpose(a, out, axes=(1, 2, 3, 0))   # a rotation of the axes: a tiled kernel
 
-Products run as MKL GEMMs (backends/cpu/gemm.py), the histogram and ROI pooling as Numba
-kernels (extra_kernels.py).
+Products run as MKL GEMMs (backends/cpu/gemm.py), the histogram, ROI pooling and the transposes
+that rotate a tensor's axes (NCHW <-> CHWN, a matrix's .T) as Numba kernels (extra_kernels.py).
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -19,6 +21,7 @@ from .gemm import batched_gemm, gemm
 
 HIST_MAX = 4096          # histograms the buffer holds between dump_hist_data calls (neon's)
 HIST_CHUNK = 1 << 16     # elements per task of the histogram kernel
+TRANSPOSE_PARALLEL = 1 << 20   # elements from which copy_transpose's kernel runs on every core
 
 
 def _kernels() -> Any:
@@ -45,8 +48,43 @@ def _as4(t: Any, op: str, name: str, shape: tuple, out: bool = False) -> np.ndar
     return a.reshape(shape)
 
 
+def _rotation(a: Any, out: Any, axes: Any) -> int | None:
+    """r where `axes` rotates a's axes left by r (r, ..., ndim-1, 0, ..., r-1) and a and out are
+    distinct, plain C-ordered float arrays of one dtype and out has the rotated shape: the
+    transposition is then one of a matrix (the product of a's first r axes by the rest). None
+    otherwise."""
+    if type(a) is not type(out) or not hasattr(a, "_tensor"):
+        return None
+    x, y = a._tensor, out._tensor
+    d = x.ndim
+    axes = tuple(reversed(range(d))) if axes is None else tuple(axes)
+    if d < 2 or len(axes) != d or not 0 < axes[0] < d or \
+            axes != tuple((axes[0] + k) % d for k in range(d)):
+        return None
+    if x.dtype != y.dtype or x.dtype.kind != "f" or x.dtype.itemsize < 4 or \
+            not (x.flags.c_contiguous and y.flags.c_contiguous and y.flags.writeable) or \
+            y.shape != tuple(x.shape[k] for k in axes) or np.may_share_memory(x, y):
+        return None
+    return axes[0]
+
+
 class CPUExtraOpsMixin:
-    """batched_dot, histogram buffers and ROI pooling with neon's names and signatures."""
+    """batched_dot, histogram buffers, ROI pooling and copy_transpose with neon's names and
+    signatures."""
+
+    def copy_transpose(self, a: Any, out: Any, axes: Any = None, repeat: int = 1) -> Any:
+        """out[:] = a transposed (the axes reversed, or permuted by `axes`). A rotation of a
+        tensor's axes into a separate C-ordered tensor (NCHW <-> CHWN, a matrix's .T) runs as
+        a tiled transpose kernel; anything else as the engine's TRANSPOSE statement."""
+        r = _rotation(a, out, axes) if out.size else None
+        if r is None:
+            return super().copy_transpose(a, out, axes, repeat)
+        x = a._tensor
+        rows = math.prod(x.shape[:r])
+        k = _kernels()
+        fn = k.transpose2d_parallel if x.size >= TRANSPOSE_PARALLEL else k.transpose2d
+        fn(x.reshape(rows, -1), out._tensor.reshape(-1, rows))
+        return out
 
     # ---------------------------------------------------------------- batched products
     def batched_dot(self, A: Any, B: Any, C: Any, alpha: float = 1.0, beta: float = 0.0,
