@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+from .memo import Memo
+
 Shape = tuple  # of Python ints, never fewer than 2 entries
 
 
@@ -103,7 +105,25 @@ def reduce_shape(shape: tuple, axes: tuple, keepdims: bool) -> tuple:
 
 
 def reshape_target(shape: tuple, new: Any, op: Any = "reshape") -> tuple:
-    """Resolve a reshape target (one -1 allowed) against a shape, or ValueError."""
+    """Resolve a reshape target (one -1 allowed) against a shape, or ValueError. Resolved
+    targets are remembered (a layer reshapes the same views every step)."""
+    try:
+        hit = _RESHAPES.get((shape, new))
+    except TypeError:       # a list target: resolved each time
+        hit = new = list(new)
+    else:
+        if hit is not None:
+            return hit
+    target = _reshape_target(shape, new, op)
+    if type(new) is not list:
+        _RESHAPES.put((shape, new), target)
+    return target
+
+
+_RESHAPES = Memo("shapes.reshape_targets", 4096)
+
+
+def _reshape_target(shape: tuple, new: Any, op: Any) -> tuple:
     dims = list(as_shape_allow_minus(new))
     size = math.prod(shape)
     if dims.count(-1) > 1:
