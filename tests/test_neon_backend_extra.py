@@ -262,6 +262,7 @@ def test_cross_channel_pool_bprop_central_differences(be, op, case):
     ((16, 8, 8, 32), (3, 0, 1, 2)),     # and back
     ((5, 3, 7), (2, 0, 1)),
     ((13, 9), None),                    # a matrix .T, rows not a multiple of the tile
+    ((45, 20), None),                   # short rows: tiles of 16, then 8, then one by one
     ((13, 1, 9), (1, 2, 0)),
     ((1, 4), (1, 0)),
     ((1100, 1000), (1, 0))])            # above TRANSPOSE_PARALLEL: the parallel kernel

@@ -115,40 +115,49 @@ def roipool_bprop(E, rois, G, argmax):
                         G[c, where // W, where % W, n] += E[c, ph, pw, b]
 
 
-TILE = 8   # rows of `a` that transpose2d reads in step
+@njit(cache=True, inline="always", boundscheck=False)
+def _rows8(a, o, i0):
+    for j in range(a.shape[1]):
+        for ii in range(8):
+            o[j, i0 + ii] = a[i0 + ii, j]
+
+
+@njit(cache=True, inline="always", boundscheck=False)
+def _rows16(a, o, i0):
+    for j in range(a.shape[1]):
+        for ii in range(16):
+            o[j, i0 + ii] = a[i0 + ii, j]
+
+
+@njit(cache=True, inline="always", boundscheck=False)
+def _rows(a, o, i0, i1):
+    """o[:, i0:i1] = a[i0:i1].T: 16 or 8 rows of a read in step (each sequentially) while each
+    row of o gets that many contiguous elements, the rest one by one."""
+    wide = a.shape[1] > 64
+    while i1 - i0 >= 16 and not wide:
+        _rows16(a, o, i0)
+        i0 += 16
+    while i1 - i0 >= 8:
+        _rows8(a, o, i0)
+        i0 += 8
+    for i in range(i0, i1):
+        for j in range(a.shape[1]):
+            o[j, i] = a[i, j]
 
 
 @njit(cache=True, boundscheck=False)
 def transpose2d(a, o):
-    """o = a.T for C-contiguous a (n, m) and o (m, n), TILE rows of a at a time: each row of o
-    gets TILE contiguous elements while TILE rows of a are read in step, each sequentially
-    (numpy's copy of the transposed view ran up to 6x slower: 32x1024 float32, 56 against
-    9.4 us)."""
-    n, m = a.shape
-    nt = n - n % TILE
-    for i0 in range(0, nt, TILE):
-        for j in range(m):
-            for ii in range(TILE):
-                o[j, i0 + ii] = a[i0 + ii, j]
-    for i in range(nt, n):
-        for j in range(m):
-            o[j, i] = a[i, j]
+    """o = a.T for C-contiguous a (n, m) and o (m, n), in tiles of rows: 8 where a's rows are
+    long, 16 where they are short (at most 64), whose rows of o then fill whole cache lines.
+    numpy's copy of the transposed view ran 2-6x slower (float32, us: 32x1024 56 against 9.3,
+    1024x32 20 against 10.3, 784x128 61 against 28)."""
+    _rows(a, o, 0, a.shape[0])
 
 
 @njit(parallel=True, cache=True, boundscheck=False)
 def transpose2d_parallel(a, o):
-    """transpose2d with the tiles of rows shared among the threads (each writes its own columns
-    of o)."""
-    n, m = a.shape
-    tiles = (n + TILE - 1) // TILE
-    for t in prange(tiles):
-        i0 = t * TILE
-        i1 = min(i0 + TILE, n)
-        if i1 - i0 == TILE:
-            for j in range(m):
-                for ii in range(TILE):
-                    o[j, i0 + ii] = a[i0 + ii, j]
-        else:
-            for i in range(i0, i1):
-                for j in range(m):
-                    o[j, i] = a[i, j]
+    """transpose2d with blocks of 64 rows of a shared among the threads (each writes its own
+    columns of o)."""
+    n = a.shape[0]
+    for b in prange((n + 63) // 64):
+        _rows(a, o, b * 64, min(b * 64 + 64, n))
