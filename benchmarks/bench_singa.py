@@ -110,6 +110,9 @@ def cnn_case(batch, rng):
     return singa_step, torch_step
 
 
+PAUSE_S = 0.3   # after each library's round (as bench_cpu.py's harness and bench_rnn.py do)
+
+
 def timed(fn, n):
     start = time.perf_counter()
     for _ in range(n):
@@ -140,9 +143,11 @@ def main():
         for _ in range(3):
             singa_step(), torch_step()
         s, t = [], []
-        for _ in range(repeats):
+        for _ in range(repeats):   # pauses: neither library's pool spins into the other's round
             s.append(timed(singa_step, steps))
+            time.sleep(PAUSE_S)
             t.append(timed(torch_step, steps))
+            time.sleep(PAUSE_S)
         ms, mt = statistics.median(s) * 1e3, statistics.median(t) * 1e3
         print(f"{name:28} {ms:9.3f} {mt:9.3f} {mt / ms:11.2f}x")
 
