@@ -7,10 +7,12 @@ MPI or NCCL, docs/distributed.md) is built.
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any
 
 import numpy as np
 
+ABORT_GRACE_S = 0.5   # after a failing rank's message, before MPI_Abort (see install_abort_hook)
 _INSTALL = "pip install 'neonlike[mpi]' (mpi4py and mpich, which brings mpiexec)"
 
 
@@ -61,6 +63,9 @@ def install_abort_hook(comm: Any) -> None:
             sys.stderr.write(f"neonlike.distributed: rank {rank} of {size} raised "
                              f"{etype.__name__}: {value}; aborting every rank (MPI_Abort)\n")
             sys.stderr.flush()
+            # MPI_Abort tears the job down at once, and mpiexec dropped what this rank had
+            # written but not yet forwarded (1 run in 8 lost the line above): give it time
+            time.sleep(ABORT_GRACE_S)
         finally:
             comm.Abort(1)
 
