@@ -137,7 +137,7 @@ class _Conv2d(Operation):
         alloc = x.dev.alloc
         I = _nchw_to_neon(x.materialize(), alloc)
         Fw = _permuted(W.materialize(), (1, 2, 3, 0), (C, 1, R, S, K), alloc)
-        O = be.empty(layer.dimO, dtype=x.dtype)
+        O = alloc(layer.dimO, x.dtype)   # every element written (beta 0)
         bias = None if b is None else b.materialize().reshape((K, 1))
         be.fprop_conv(layer, I, Fw, O, bias=bias)
         if ag.training:
@@ -153,12 +153,12 @@ class _Conv2d(Operation):
         K, C, R, S = self.wshape
         dx = dW = db = None
         if self._need(0):
-            G = be.empty(layer.dimI, dtype=dy.dtype)
+            G = alloc(layer.dimI, dy.dtype)
             be.bprop_conv(layer, self.F, E, G)
             dx = _neon_to_nchw(G, alloc)
             dx = CTensor(dx, dx.shape, dy.dev, dy.dtype)
-        U = be.empty(layer.dimF, dtype=dy.dtype)
-        gb = be.empty((K, 1), dtype=dy.dtype) if self.has_bias else None
+        U = alloc(layer.dimF, dy.dtype)
+        gb = alloc((K, 1), dy.dtype) if self.has_bias else None
         be.update_conv(layer, self.I, E, U, grad_bias=gb)
         dW = _permuted(U.reshape((C, R, S, K)), (3, 0, 1, 2), (K, C, R, S), alloc)
         dW = CTensor(dW, self.wshape, dy.dev, dy.dtype)
@@ -179,8 +179,8 @@ class _Pooling2d(Operation):
         layer = self.handle.layer(be, x.dtype, x.lshape)
         alloc = x.dev.alloc
         I = _nchw_to_neon(x.materialize(), alloc)
-        O = be.empty(layer.dimO, dtype=x.dtype)
-        argmax = be.empty(layer.dimO, dtype=np.int32) if self.handle.is_max else None
+        O = alloc(layer.dimO, x.dtype)   # every element written, argmax too
+        argmax = alloc(layer.dimO, np.int32) if self.handle.is_max else None
         be.fprop_pool(layer, I, O, argmax)
         if ag.training:
             self.layer, self.argmax = layer, argmax
@@ -191,7 +191,7 @@ class _Pooling2d(Operation):
         be = dy.dev.be
         alloc = dy.dev.alloc
         E = _nchw_to_neon(dy.materialize(), alloc)
-        G = be.empty(self.layer.dimI, dtype=dy.dtype)
+        G = alloc(self.layer.dimI, dy.dtype)
         be.bprop_pool(self.layer, E, G, self.argmax)
         dx = _neon_to_nchw(G, alloc)
         return CTensor(dx, dx.shape, dy.dev, dy.dtype)
