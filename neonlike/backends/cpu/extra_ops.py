@@ -77,11 +77,11 @@ class CPUExtraOpsMixin:
         tensor's axes into a separate C-ordered tensor (NCHW <-> CHWN, a matrix's .T) runs as
         a tiled transpose kernel; anything else as the engine's TRANSPOSE statement."""
         r = _rotation(a, out, axes) if out.size else None
-        if r is None:
+        k = _kernels() if r is not None else None
+        if k is None or not k.HAVE_NUMBA:     # (without numba the kernel would run as Python)
             return super().copy_transpose(a, out, axes, repeat)
         x = a._tensor
         rows = math.prod(x.shape[:r])
-        k = _kernels()
         fn = k.transpose2d_parallel if x.size >= TRANSPOSE_PARALLEL else k.transpose2d
         fn(x.reshape(rows, -1), out._tensor.reshape(-1, rows))
         return out
