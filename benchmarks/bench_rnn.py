@@ -18,6 +18,7 @@ import statistics
 import time
 
 import _harness  # noqa: F401,E402  first: pins the thread pools before numpy loads
+from _harness import GEMM_PAUSE_S  # noqa: E402  (BLAS pools spin: see _harness)
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -27,7 +28,6 @@ from neonlike.initializers import Gaussian  # noqa: E402
 from neonlike.layers import LSTM  # noqa: E402
 from neonlike.transforms import Logistic, Tanh  # noqa: E402
 
-PAUSE_S = 0.3   # without it torch's two-thread pass read 60.9 ms right after ours, 27.9 after it
 CASES = {"lstm 256x256, batch 32, 50 steps": (256, 256, 32, 50),
          "lstm 128x128, batch 16, 20 steps": (128, 128, 16, 20)}
 
@@ -102,9 +102,9 @@ def main():
         a, b = [], []
         for _ in range(repeats):   # pauses: neither library's pool spins into the other's round
             a.append(timed(ours, inner))
-            time.sleep(PAUSE_S)
+            time.sleep(GEMM_PAUSE_S)
             b.append(timed(theirs, inner))
-            time.sleep(PAUSE_S)
+            time.sleep(GEMM_PAUSE_S)
         ma, mb = statistics.median(a) * 1e3, statistics.median(b) * 1e3
         print(f"{name:36s} {ma:12.2f} {mb:10.2f} {mb / ma:15.2f}")
 

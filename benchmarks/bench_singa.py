@@ -20,6 +20,7 @@ import statistics
 import time
 
 import _harness  # noqa: F401,E402  first: pins the thread pools before numpy loads
+from _harness import GEMM_PAUSE_S  # noqa: E402  (BLAS pools spin: see _harness)
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -110,9 +111,6 @@ def cnn_case(batch, rng):
     return singa_step, torch_step
 
 
-PAUSE_S = 0.3   # after each library's round (as bench_cpu.py's harness and bench_rnn.py do)
-
-
 def timed(fn, n):
     start = time.perf_counter()
     for _ in range(n):
@@ -145,9 +143,9 @@ def main():
         s, t = [], []
         for _ in range(repeats):   # pauses: neither library's pool spins into the other's round
             s.append(timed(singa_step, steps))
-            time.sleep(PAUSE_S)
+            time.sleep(GEMM_PAUSE_S)
             t.append(timed(torch_step, steps))
-            time.sleep(PAUSE_S)
+            time.sleep(GEMM_PAUSE_S)
         ms, mt = statistics.median(s) * 1e3, statistics.median(t) * 1e3
         print(f"{name:28} {ms:9.3f} {mt:9.3f} {mt / ms:11.2f}x")
 

@@ -107,17 +107,16 @@ def reduce_shape(shape: tuple, axes: tuple, keepdims: bool) -> tuple:
 def reshape_target(shape: tuple, new: Any, op: Any = "reshape") -> tuple:
     """Resolve a reshape target (one -1 allowed) against a shape, or ValueError. Resolved
     targets are remembered (a layer reshapes the same views every step)."""
-    try:
-        hit = _RESHAPES.get((shape, new))
-    except TypeError:       # a list target: resolved each time
-        hit = new = list(new)
-    else:
-        if hit is not None:
+    if type(new) is tuple or type(new) is int:
+        try:
+            hit = _RESHAPES.get((shape, new))
+        except TypeError:       # an unhashable dim (a 0-d array)
+            hit = False
+        if hit is None:
+            hit = _RESHAPES.put((shape, new), _reshape_target(shape, new, op))
+        if hit:
             return hit
-    target = _reshape_target(shape, new, op)
-    if type(new) is not list:
-        _RESHAPES.put((shape, new), target)
-    return target
+    return _reshape_target(shape, new, op)    # a list, an array: resolved each time
 
 
 _RESHAPES = Memo("shapes.reshape_targets", 4096)
