@@ -217,3 +217,66 @@ def test_a_prepared_statement_walks_once_and_follows_its_tensors(monkeypatch):
     run = ENGINE.prepare(empty, be.array(np.zeros((0, 4), np.float32)) * 2.0)
     run()
     run()                                                  # a zero size keeps going through execute
+
+
+def test_a_prepared_plan_of_several_stages_runs_bound(monkeypatch):
+    # Program.bind: a prepared statement of GEMM, reduction, HOST and elementwise stages runs its
+    # stages over buffers and temps resolved once (Program.run is not called), and follows its
+    # tensors' values; an output overlapping an operand, and a fresh target, go through run
+    from neonlike.backends import gen_backend
+    from neonlike.backends.cpu.program import ENGINE, Program
+    monkeypatch.setattr(ENGINE, "jit_after", 1)
+    be = gen_backend("cpu")
+    rng = np.random.default_rng(6)
+    x = be.array(rng.standard_normal((6, 4)).astype(np.float32))
+    w = be.array(rng.standard_normal((4, 3)).astype(np.float32))
+    v = be.array(rng.standard_normal((6, 3)).astype(np.float32))
+    cases = [
+        # momentum update through a GEMM: the output is an operand (the same view)
+        (v, lambda: 0.9 * v - 0.1 * be.dot(be.tanh(x * 2.0), w),
+         lambda X, W, V: 0.9 * V - 0.1 * (np.tanh(X * 2) @ W)),
+        # two reductions of different axes: two fused stages
+        (be.empty((1, 1)), lambda: be.sum(be.max(x, axis=0) * 2.0, axis=1),
+         lambda X, W, V: (X.max(axis=0, keepdims=True) * 2).sum(axis=1, keepdims=True)),
+        # a transpose of a tree: a HOST stage between fused ones
+        (be.empty((4, 6)), lambda: be.transpose(x * 3.0 + 1.0) - 1.0,
+         lambda X, W, V: (X * 3 + 1).T - 1),
+        # softmax over a GEMM's result
+        (be.empty((6, 3)), lambda: be.exp(be.dot(x, w)) / be.sum(be.exp(be.dot(x, w)), axis=1),
+         lambda X, W, V: np.exp(X @ W) / np.exp(X @ W).sum(axis=1, keepdims=True)),
+    ]
+    runs = []
+    for out, tree, _ in cases:
+        runs.append(ENGINE.prepare(out, tree()))
+    calls = []
+    real_run = Program.run
+    monkeypatch.setattr(Program, "run", lambda *a: calls.append(1) or real_run(*a))
+    V = v.get().astype(np.float64)
+    for call in range(5):
+        X = rng.standard_normal((6, 4)).astype(np.float32)
+        x.set(X)
+        if call == 2:
+            calls.clear()
+        for run, (out, _, ref) in zip(runs, cases):
+            want = ref(X.astype(np.float64), w.get().astype(np.float64), V)
+            run()
+            np.testing.assert_allclose(out.get(), want, rtol=1e-4, atol=1e-5)
+            if out is v:
+                V = want
+    assert calls == []                            # from the third call on: all bound
+    # a fresh target goes through run (the bound runner is bound to out's buffers)
+    target = be.empty((4, 6))
+    runs[2](target)
+    assert calls == [1]
+    np.testing.assert_allclose(target.get(), (X * 3 + 1).T - 1, rtol=1e-5)
+    # an output overlapping an operand other than as the same view: never bound
+    o = be.array(rng.standard_normal((6, 6)).astype(np.float32))
+    w6 = be.array(rng.standard_normal((6, 3)).astype(np.float32))
+    left = o[:, :3]                                 # a view of part of an operand
+    run = ENGINE.prepare(left, 2.0 * be.dot(o, w6) + 1.0)
+    calls.clear()
+    for _ in range(3):
+        O = o.get().astype(np.float64)
+        run()
+        np.testing.assert_allclose(o.get()[:, :3], 2 * O @ w6.get() + 1, rtol=1e-4, atol=1e-4)
+    assert len(calls) == 3

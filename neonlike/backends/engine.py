@@ -156,15 +156,23 @@ class Engine:
         def run(target: Any = None) -> None:
             dst = out if target is None else target
             if ready:
-                program = ready[0]
-                if program.fast is None or fast_consts is None or \
-                        not program.fast(dst, tensors, fast_consts):
+                program, bound = ready
+                if program.fast is not None and fast_consts is not None and \
+                        program.fast(dst, tensors, fast_consts):
+                    return
+                if bound is not None and target is None:
+                    bound()
+                else:
                     program.run(dst, tensors, consts, nodes)
                 return
             self.execute(dst, value)
             program = self.programs.get(walk_key)
             if program is not None and not empty:
-                ready.append(program)
+                # a plan the fast runner does not take, bound to this statement's buffers
+                bind = getattr(program, "bind", None)
+                bound = bind(out, tensors, consts, nodes) if bind is not None and (
+                    program.fast is None or fast_consts is None) else None
+                ready.extend((program, bound))
         return run
 
     def _interpret_first(self, key: tuple, out: Any, tensors: list, nodes: list) -> bool:
