@@ -280,3 +280,24 @@ def test_a_prepared_plan_of_several_stages_runs_bound(monkeypatch):
         run()
         np.testing.assert_allclose(o.get()[:, :3], 2 * O @ w6.get() + 1, rtol=1e-4, atol=1e-4)
     assert len(calls) == 3
+
+
+def test_bind_refuses_large_temps_and_single_stages(monkeypatch):
+    # a bound statement holds its temps between calls: not past BIND_TEMPS_MAX bytes
+    from neonlike import plan as P
+    from neonlike.backends import gen_backend
+    from neonlike.backends.cpu import program
+    be = gen_backend("cpu")
+    x, w = be.array(data((8, 4))), be.array(data((4, 3), seed=1))
+    out = be.empty((8, 3))
+    tree = be.tanh(be.dot(x * 2.0, w))            # fused, GEMM, fused: temps of 32 + 24 floats
+    out[:] = tree
+    key, tensors, consts, nodes = P.walk(out, tree)
+    prog = program.ENGINE.programs.get(key)
+    assert prog.bind(out, tensors, consts, nodes) is not None
+    monkeypatch.setattr(program, "BIND_TEMPS_MAX", (32 + 24) * 4 - 1)
+    assert prog.bind(out, tensors, consts, nodes) is None
+    one = be.empty((8, 4))
+    one[:] = x * 2.0
+    key, tensors, consts, nodes = P.walk(one, x * 2.0)
+    assert program.ENGINE.programs.get(key).bind(one, tensors, consts, nodes) is None

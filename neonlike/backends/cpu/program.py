@@ -36,6 +36,8 @@ from . import render as render_numba
 # transcendental functions (tens of ns per element) split earlier.
 PARALLEL_MIN = 1 << 17
 PARALLEL_MIN_HEAVY = 1 << 14
+# Program.bind: the most temp bytes a bound statement holds between its calls
+BIND_TEMPS_MAX = 1 << 22
 HEAVY = frozenset(op.value for op in (
     Op.EXP, Op.LOG, Op.EXP2, Op.LOG2, Op.SIG, Op.SIG2, Op.TANH, Op.TANH2, Op.SAFELOG, Op.SOFTPLUS,
     Op.POW, Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.SINH, Op.COSH, Op.ASINH,
@@ -225,8 +227,12 @@ class Program:
         call resolved once, so that a call costs one Python call per stage instead of `run`'s
         per-call checks, allocations and numba typing (a five-stage statement: ~20 us less).
         None where `run` must serve every call: a float16 buffer, a GEMM operand of another
-        dtype, an output sharing memory with an operand other than as the same view."""
-        if len(self.plan.stages) < 2:
+        dtype, an output sharing memory with an operand other than as the same view, temps of
+        over BIND_TEMPS_MAX bytes (the statement would hold them; at that size a call's own
+        allocations cost nothing beside its arithmetic)."""
+        if len(self.plan.stages) < 2 or sum(
+                math.prod(nodes[pos].shape) for pos in self.plan.temps) * \
+                self.dtype.itemsize > BIND_TEMPS_MAX:
             return None
         return _Bound.make(self, out, tensors, consts, nodes)
 
