@@ -55,6 +55,9 @@ class Stage:
                                    # evaluates the node's whole subtree)
     trans: tuple = ()              # GEMM: (a, b) read transposed (2-D views), or () for neither
     node: int = -1                 # COMPOUND, HOST: the node's position (its op and attrs)
+    scale: tuple = ()              # GEMM into the output: (alpha, beta) of out = alpha a @ b +
+                                   # beta out, each (sign, constant index or None for 1); ()
+                                   # for out = a @ b (see gemm_scale)
 
 
 def gemm_operands(stage: Stage, bufs: Any) -> tuple:
@@ -64,6 +67,13 @@ def gemm_operands(stage: Stage, bufs: Any) -> tuple:
         a = a.T if stage.trans[0] else a
         b = b.T if stage.trans[1] else b
     return a, b
+
+
+def gemm_scale(stage: Stage, consts: Any) -> tuple:
+    """(alpha, beta) of a GEMM stage for this call's constants: (1.0, 0.0) for a plain one."""
+    if not stage.scale:
+        return 1.0, 0.0
+    return tuple(sign * (1.0 if k is None else float(consts[k])) for sign, k in stage.scale)
 
 
 def _transposed(x: Any) -> Any:
@@ -367,6 +377,51 @@ class _Planner:
             return self.slot[id(x)]
         raise ValueError("a GEMM operand must be a tensor or a tree, not a constant")
 
+    def axpby(self, out: Any, value: Any) -> Any:
+        """A GEMM writing `value` = alpha x @ y + beta out straight into the output, where
+        `value` spells that (`0.9*out - 0.1*dot(x, y)`, `out + dot(x, y)`, either order): the
+        update of a momentum or an accumulated gradient, with no temp and no pass over it.
+        Returns whether it did."""
+        if type(value) is not OpTreeNode or value[0]["op"] not in (Op.ADD, Op.SUB) or \
+                len(out.shape) != 2 or id(out) not in self.slot:
+            return False
+        terms = {}
+        for side in (1, 2):
+            sign = -1.0 if side == 2 and value[0]["op"] is Op.SUB else 1.0
+            term = self._scaled_term(value[side], value, side, sign, out)
+            if term is None:
+                return False
+            terms[term[0]] = term[1:]
+        if set(terms) != {"out", "dot"}:
+            return False
+        dot, alpha = terms["dot"]
+        beta = terms["out"][1]
+        if shape_of(dot) != tuple(out.shape):
+            return False
+        ta, tb = (_transposed(c) for c in (dot[1], dot[2]))
+        a = yield self.as_buffer(dot[1] if ta is None else ta)
+        b = yield self.as_buffer(dot[2] if tb is None else tb)
+        trans = (ta is not None, tb is not None)
+        self.stages.append(Stage(StageKind.GEMM, self.n_inputs, inputs=(a, b),
+                                 trans=trans if any(trans) else (), scale=(alpha, beta)))
+        return True
+
+    def _scaled_term(self, x: Any, parent: Any, side: int, sign: float, out: Any) -> Any:
+        """('out' or 'dot', the operand, (sign, constant index or None)) for `x`, `c * x` or
+        `x * c` with x the output tensor or a 2-D product; None for anything else."""
+        k = None
+        if type(x) is OpTreeNode and x[0]["op"] is Op.MUL:
+            consts = [i for i in (1, 2) if not isinstance(x[i], Operators)]
+            if len(consts) != 1:
+                return None
+            k = self.const_index[(id(x), consts[0])]
+            x = x[3 - consts[0]]
+        if x is out:
+            return "out", x, (sign, k)
+        if type(x) is OpTreeNode and x[0]["op"] is Op.DOT and len(shape_of(x)) == 2:
+            return "dot", x, (sign, k)
+        return None
+
     def fused(self, value: Any, out_buf: int, out_shape: tuple) -> Any:
         """A FUSED stage; where the reductions' domain does not fit the output, they become temps."""
         for no_reduce in (False, True):
@@ -497,14 +552,19 @@ def _domain_ok(dom: tuple, out: tuple, R: tuple) -> bool:
     return all((out[i] in (1, dom[i])) if i in R else out[i] == dom[i] for i in range(len(dom)))
 
 
-def make_plan(out: Any, value: Any, tensors: list, nodes: list, renderable: Any) -> KernelPlan:
+def make_plan(out: Any, value: Any, tensors: list, nodes: list, renderable: Any,
+              axpby: bool = False) -> KernelPlan:
     """Split `assign(out, value)` into stages; the last stage writes the output (buffer n_inputs).
 
     `renderable`: the ops the device renders in FUSED stages; other elementwise ops become HOST.
+    `axpby`: the device's GEMM takes alpha and beta (scaled GEMM stages, _Planner.axpby), and
+    its output is in the compute dtype.
     """
     p = _Planner(out, value, tensors, nodes, frozenset(renderable))
     out_buf = p.n_inputs
-    if isinstance(value, OpTreeNode) and not p._fusable(value):
+    if axpby and _drive(p.axpby(out, value)):
+        pass
+    elif isinstance(value, OpTreeNode) and not p._fusable(value):
         value_buf = _drive(p.materialize(value))
         p.stages.append(Stage(StageKind.FUSED, out_buf, (Instr("load", (), value_buf),)))
     else:
@@ -513,4 +573,4 @@ def make_plan(out: Any, value: Any, tensors: list, nodes: list, renderable: Any)
 
 
 __all__ = ["StageKind", "Instr", "Stage", "KernelPlan", "walk", "make_plan", "closure", "dedupe",
-           "local_names"]
+           "local_names", "gemm_scale"]

@@ -301,3 +301,87 @@ def test_bind_refuses_large_temps_and_single_stages(monkeypatch):
     one[:] = x * 2.0
     key, tensors, consts, nodes = P.walk(one, x * 2.0)
     assert program.ENGINE.programs.get(key).bind(one, tensors, consts, nodes) is None
+
+
+AXPBY_SPELLINGS = [
+    # (tree builder, alpha, beta as the reference computes them)
+    (lambda be, o, x, y, a, b: b * o - a * be.dot(x, y), lambda a, b: (-a, b)),
+    (lambda be, o, x, y, a, b: o + be.dot(x, y), lambda a, b: (1.0, 1.0)),
+    (lambda be, o, x, y, a, b: be.dot(x, y) * a + o * b, lambda a, b: (a, b)),
+    (lambda be, o, x, y, a, b: a * be.dot(x, y) - o, lambda a, b: (a, -1.0)),
+    (lambda be, o, x, y, a, b: o * b + be.dot(x, y), lambda a, b: (1.0, b)),
+]
+
+
+@pytest.mark.parametrize("spelling", range(len(AXPBY_SPELLINGS)))
+def test_an_update_through_a_product_is_one_scaled_gemm(spelling):
+    # out[:] = beta*out + alpha*(x @ y), in its spellings: one GEMM stage writing the output
+    # with alpha and beta (no temp, no pass over it); the constants are read each call (the
+    # structure is cached, the values are not), on the statement path and the prepared one
+    from neonlike import plan as P
+    from neonlike.backends import gen_backend
+    be = gen_backend("cpu")
+    build, coefs = AXPBY_SPELLINGS[spelling]
+    rng = np.random.default_rng(spelling)
+    O = rng.standard_normal((6, 5))
+    o = be.array(O.astype(np.float32))
+    x, y = (be.array(rng.standard_normal(s).astype(np.float32)) for s in ((6, 4), (4, 5)))
+    X, Y = x.get().astype(np.float64), y.get().astype(np.float64)
+    O = o.get().astype(np.float64)
+    for call, (a, b) in enumerate([(0.1, 0.9), (0.5, 1.5), (2.0, -0.25), (0.1, 0.9)]):
+        o[:] = build(be, o, x, y, a, b)
+        alpha, beta = coefs(a, b)
+        O = alpha * (X @ Y) + beta * O
+        np.testing.assert_allclose(o.get(), O, rtol=1e-5, atol=1e-5)
+    tree = build(be, o, x, y, 0.1, 0.9)
+    key, tensors, consts, nodes = P.walk(o, tree)
+    stages = ENGINE.programs.get(key).plan.stages
+    assert [(s.kind, s.out) for s in stages] == [(P.StageKind.GEMM, len(tensors))]
+    run = ENGINE.prepare(o, tree)
+    for _ in range(3):
+        run()
+        alpha, beta = coefs(0.1, 0.9)
+        O = alpha * (X @ Y) + beta * O
+        np.testing.assert_allclose(o.get(), O, rtol=1e-5, atol=1e-5)
+
+
+def test_a_scaled_gemm_keeps_the_trees_meaning():
+    from neonlike.backends import gen_backend
+    be = gen_backend("cpu")
+    rng = np.random.default_rng(9)
+    W, X = (rng.standard_normal(s).astype(np.float32) for s in ((5, 5), (5, 5)))
+    w, x = be.array(W), be.array(X)
+    # the output is an operand of the product: the product is of the values before the call
+    for _ in range(3):
+        Wd = w.get().astype(np.float64)
+        w[:] = w - 0.1 * be.dot(w, be.transpose(x))
+        np.testing.assert_allclose(w.get(), Wd - 0.1 * Wd @ X.T, rtol=1e-5, atol=1e-5)
+    # operands that are trees, transposed operands
+    for _ in range(3):
+        Wd = w.get().astype(np.float64)
+        w[:] = 0.5 * w + be.dot(be.transpose(x * 2.0), be.tanh(x))
+        np.testing.assert_allclose(w.get(), 0.5 * Wd + (X * 2).T @ np.tanh(X), rtol=1e-5,
+                                   atol=1e-5)
+    # a zero alpha or beta: inf and NaN spread as the elementwise ops spread them
+    for _ in range(3):
+        w[:] = np.inf
+        w[:] = 0.0 * w + 0.5 * be.dot(x, x)
+        assert np.isnan(w.get()).all()
+        x_nan = be.array(np.full((5, 5), np.nan, np.float32))
+        w[:] = 1.0
+        w[:] = 2.0 * w - 0.0 * be.dot(x_nan, x)
+        assert np.isnan(w.get()).all()
+    # a product of another shape (broadcast over the output): not a scaled GEMM, still right
+    row = be.array(rng.standard_normal((1, 5)).astype(np.float32))
+    for _ in range(3):
+        w[:] = 1.0
+        w[:] = w + be.dot(row, x)
+        np.testing.assert_allclose(w.get(), np.broadcast_to(1.0 + row.get() @ X, (5, 5)),
+                                   rtol=1e-5)
+    # float16 output: computed in float32, no scaled GEMM into it
+    h = be.array(np.ones((5, 5), np.float16))
+    for _ in range(3):
+        H = h.get().astype(np.float64)
+        h[:] = 0.5 * h + be.dot(x, x)
+        np.testing.assert_allclose(h.get(), 0.5 * H + X.astype(np.float64) @ X, rtol=2e-3,
+                                   atol=2e-2)

@@ -72,8 +72,9 @@ class Program:
 
     def __init__(self, key: tuple, out: Any, value: Any, tensors: list, nodes: list) -> None:
         t0 = time.perf_counter()
-        self.plan = P.make_plan(out, value, tensors, nodes, render_numba.RENDERABLE)
         self.dtype = compute_dtype([out.dtype] + [t.dtype for t in tensors])
+        self.plan = P.make_plan(out, value, tensors, nodes, render_numba.RENDERABLE,
+                                axpby=out.dtype == self.dtype)
         meta = P.buffer_meta(self.plan, tensors, out, nodes)
         self.kernels: dict[int, Kernel] = {}
         heavy = any(ins.op in HEAVY for st in self.plan.stages for ins in st.program)
@@ -96,7 +97,9 @@ class Program:
         self.stash = any(k.stash for k in self.kernels.values())
         # the input slot a kernel reads through its output argument (render's `alias`): where the
         # output goes through a temp (run, not direct) the temp starts with that input's values
-        self.alias = out_slot if any(k.aliased for k in self.kernels.values()) else None
+        # (a scaled GEMM into the output reads it too: its beta * out)
+        self.alias = out_slot if any(k.aliased for k in self.kernels.values()) or any(
+            st.scale for st in self.plan.stages) else None
         # `out[:] = dot(a, b)` runs straight into the output where it may (a compute-dtype output
         # sharing no memory with the operands)
         self.gemm_only = P.gemm_only(self.plan)
@@ -112,7 +115,8 @@ class Program:
         plan = self.plan
         if self.gemm_only:
             return self._gemm_runner()
-        if len(plan.stages) != 1 or plan.temps or any(t.dtype == F16 for t in tensors + [out]):
+        if len(plan.stages) != 1 or plan.stages[0].kind is not P.StageKind.FUSED or \
+                plan.temps or any(t.dtype == F16 for t in tensors + [out]):
             return None
         k, stage = self.kernels[0], plan.stages[0]
         if k.bufs != tuple(range(len(tensors))) or k.consts != tuple(range(len(k.consts))):
@@ -230,7 +234,8 @@ class Program:
         dtype, an output sharing memory with an operand other than as the same view, temps of
         over BIND_TEMPS_MAX bytes (the statement would hold them; at that size a call's own
         allocations cost nothing beside its arithmetic)."""
-        if len(self.plan.stages) < 2 or sum(
+        stages = self.plan.stages
+        if (len(stages) < 2 and stages[0].kind is P.StageKind.FUSED) or sum(
                 math.prod(nodes[pos].shape) for pos in self.plan.temps) * \
                 self.dtype.itemsize > BIND_TEMPS_MAX:
             return None
@@ -273,7 +278,7 @@ class Program:
                 fn(dst, dom, *args, *(c[j] for j in k.consts))
             elif stage.kind is P.StageKind.GEMM:
                 a, b = (np.asarray(v, dtype=dt) for v in P.gemm_operands(stage, bufs))
-                gemm.gemm(a, b, dst)
+                _gemm(a, b, dst, *P.gemm_scale(stage, consts))
             elif stage.kind is P.StageKind.COMPOUND:
                 compound.run(out.backend, nodes[stage.node][0], dst,
                              [bufs[b] for b in stage.inputs])
@@ -326,7 +331,7 @@ class _Bound:
                 a, b = P.gemm_operands(stage, bufs)
                 if a.dtype != dt or b.dtype != dt:
                     return None
-                calls.append((gemm.gemm, (a, b, dst)))
+                calls.append((_gemm, (a, b, dst, *P.gemm_scale(stage, consts))))
             elif stage.kind is P.StageKind.COMPOUND:
                 calls.append((compound.run, (out.backend, nodes[stage.node][0], dst,
                                              [bufs[b] for b in stage.inputs])))
@@ -350,6 +355,22 @@ def _resolved(fn: Any, args: tuple) -> Any:
     if dispatcher is None:
         return fn
     return _entry_point(dispatcher, args) or dispatcher
+
+
+def _gemm(a: np.ndarray, b: np.ndarray, dst: np.ndarray, alpha: float = 1.0,
+          beta: float = 0.0) -> None:
+    """A GEMM stage: dst = alpha a @ b + beta dst. A zero alpha or beta, where BLAS would not
+    read a @ b or dst, computes the product and the sum as the tree spells them, so that a NaN
+    or inf there spreads as the reference's elementwise ops spread it (0 * inf is NaN)."""
+    if beta == 0.0 and alpha == 1.0:
+        gemm.gemm(a, b, dst)
+    elif alpha != 0.0 and beta != 0.0:
+        gemm.gemm(a, b, dst, alpha, beta)
+    else:
+        t = gemm.gemm(a, b, np.empty(dst.shape, dst.dtype))
+        ct = dst.dtype.type
+        with np.errstate(all="ignore"):     # as the fused kernels: values, no warnings
+            np.add(np.multiply(ct(alpha), t), np.multiply(ct(beta), dst), out=dst)
 
 
 def _host_stage(node: Any, dst: np.ndarray, operands: list, dt: Any) -> None:
