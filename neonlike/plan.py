@@ -8,7 +8,9 @@ Stage kinds:
 - FUSED: one loop nest computing a post-order program of loads, constants and elementwise ops, with
   reductions over one axis set R (each a pass over the reduction domain D) and an epilogue over the
   output. Softmax `exp(x - max(x, 0)) / sum(exp(x - max(x, 0)), 0)` is one FUSED stage.
-- GEMM: `out = a @ b` for two buffers.
+- GEMM: `out = a @ b` for two buffers; where the tree is `beta*out + alpha*(a @ b)` and the
+  device's GEMM takes alpha and beta (make_plan's axpby), the whole statement is one GEMM writing
+  the output (Stage.scale).
 - COMPOUND: a convolution or pooling node (compound.py) on buffers, run by the device's own
   kernels (the reference interpreter's functions where a device has none).
 - HOST: a structural op (reshape, slice, take, concatenate, tile, onehot, transpose of a tree)
