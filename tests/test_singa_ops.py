@@ -119,6 +119,8 @@ CASES = [
      [(2, 3), (2, 2)], (-2, 2), []),
     ("cat1d", lambda a, x, y, z: a.cat((x, y, z), 0), lambda x, y, z: np.concatenate((x, y, z)),
      [(3,), (2,), (1,)], (-2, 2), []),
+    ("cat_axis0", lambda a, x, y: a.cat((x, y), 0), lambda x, y: np.concatenate((x, y), 0),
+     [(2, 3, 2), (2, 3, 2)], (-2, 2), []),
     ("slice", lambda a, x: a.slice(x, [0, 1], [2, 4], [0, 1], [1, 2]), lambda x: x[0:2, 1:4:2],
      [(3, 4)], (-2, 2), []),
     ("split", lambda a, x: a.split(x, 1, [1, 2])[1], lambda x: x[:, 1:], [(2, 3)], (-2, 2), []),

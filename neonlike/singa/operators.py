@@ -591,9 +591,10 @@ class Transpose(TreeOp):
         return build(Op.TRANSPOSE, x, None, axes=axes)
 
 
-class Concat(TreeOp):
-    lazy = False
-    fuse_inputs = False
+class Concat(Operation):
+    """cat: each input written into its slice of one new tensor (a copy statement each, the
+    input's tree fused into it), and each input's gradient its slice of dy copied out; no
+    concatenate node, so no host stage and no walk of a tree a step."""
 
     def __init__(self, axis: int = 0) -> None:
         super().__init__()
@@ -609,11 +610,43 @@ class Concat(TreeOp):
         self._a = a + _off(shapes[0])
         return shapes[0][:a] + (B.sum(s[a] for s in shapes),) + shapes[0][a + 1:]
 
-    def make(self, be: Any, *values: Any) -> Any:
-        tree = values[0]
-        for v in values[1:]:
-            tree = build(Op.CONCAT, tree, v, axis=self._a)
-        return tree
+    def forward(self, *xs: CTensor) -> CTensor:
+        shape = self.out_shape(*(x.lshape for x in xs))
+        dtype = TreeOp.out_dtype(self, xs)
+        dev, a = xs[0].dev, self._a
+        out = dev.alloc(pad2(shape), dtype)
+        spans, start = [], 0
+        for x in xs:
+            n = pad2(x.lshape)[a]
+            span = (a, start, start + n)
+            _span_view(out, span)[:] = x.value
+            spans.append((span, x.lshape))
+            start += n
+        self._spans = spans
+        return CTensor(out, shape, dev, dtype)
+
+    def backward(self, dy: CTensor) -> Any:
+        g = dy.materialize()
+        grads = []
+        for i, (span, shape) in enumerate(self._spans):
+            if not self._need(i):
+                grads.append(None)
+                continue
+            part = dy.dev.alloc(pad2(shape), dy.dtype)
+            part[:] = _span_view(g, span)
+            grads.append(CTensor(part, shape, dy.dev, dy.dtype))
+        return tuple(grads) if len(grads) > 1 else grads[0]
+
+
+def _span_view(t: Any, span: tuple) -> Any:
+    """The view of engine tensor `t` over indices start:stop of axis a (span (a, start, stop)).
+    Made each call, not kept: a view holds the pooled tensor's array, which would then never
+    count as free (pool.py)."""
+    a, start, stop = span
+    index = (B.slice(None),) * a + (B.slice(start, stop),) + \
+        (B.slice(None),) * (len(t.shape) - a - 1)                  # `slice` is an op here
+    shape = t.shape[:a] + (stop - start,) + t.shape[a + 1:]
+    return t._view(index, shape)
 
 
 class _Index(TreeOp):
