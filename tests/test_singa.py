@@ -411,6 +411,23 @@ def test_batchnorm2d_against_torch_with_running_stats():
     np.testing.assert_allclose(bn(t64(x)).to_numpy(), want.numpy(), atol=1e-12)
 
 
+def test_batchnorm_sums_read_rows_of_channels_where_the_layout_allows():
+    # the (N, H, W) sums read an (N, C, H*W) view of a C-ordered tensor; a strided one (no
+    # such view) is summed over (0, 2, 3) as it is
+    from neonlike.singa.device import get_default_device
+    from neonlike.singa.layers import _rows_of_channels
+    be = get_default_device().be
+    x = be.array(np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5))
+    v, red, shape = _rows_of_channels(x)
+    assert (v.shape, red, shape) == ((2, 3, 20), (0, 2), (1, 3, 1))
+    strided = x[:, :, :, 1:4]
+    v, red, shape = _rows_of_channels(strided)
+    assert (v is strided, red, shape) == (True, (0, 2, 3), (1, 3, 1, 1))
+    out = be.empty(shape)
+    out[:] = be.sum(v, axis=red)
+    np.testing.assert_allclose(out.get().ravel(), x.get()[:, :, :, 1:4].sum(axis=(0, 2, 3)))
+
+
 def test_rnn_and_lstm_against_torch():
     rng = np.random.RandomState(10)
     xs = [rng.randn(2, 3) for _ in range(3)]
