@@ -49,7 +49,9 @@ def _permuted(value: Any, perm: tuple, shape: tuple, alloc: Any) -> Any:
     `shape`; `alloc(shape, dtype)` gives the uninitialised output (a device's Device.alloc)."""
     out = alloc(tuple(value.shape[p] for p in perm), value.dtype)
     value.backend.copy_transpose(value, out, axes=perm)
-    return out.reshape(shape)
+    # the pooled tensor itself where it has the shape (its engine memos stay: a new view
+    # each step would take the statements' slow path)
+    return out if tuple(out.shape) == tuple(shape) else out.reshape(shape)
 
 
 def _nchw_to_neon(value: Any, alloc: Any) -> Any:
