@@ -241,6 +241,44 @@ class Program:
             return None
         return _Bound.make(self, out, tensors, consts, nodes)
 
+    def _apart(self, target: np.ndarray, arrays: Any) -> bool:
+        """Whether the stages may write `target` directly: it shares no memory with an
+        operand, or only as the same view where no kernel stashes (render's `stash`)."""
+        return not any(np.may_share_memory(target, a) and (self.stash or not _same_view(target, a))
+                       for a in arrays)
+
+    def _stage_calls(self, bufs: dict, consts: list, nodes: list, backend: Any) -> list:
+        """(function, arguments) per stage over the buffers `bufs` (tensors, output, temps):
+        what `run` calls at once and `bind` keeps."""
+        dt = self.dtype
+        c = [dt.type(v) for v in consts]
+        calls: list = []
+        for i, stage in enumerate(self.plan.stages):
+            dst = bufs[stage.out]
+            if stage.kind is P.StageKind.FUSED:
+                k = self.kernels[i]
+                args = [bufs[b] for b in k.bufs]
+                cs = [c[j] for j in k.consts]
+                if k.flat and dst.flags.c_contiguous and all(a.flags.c_contiguous for a in args):
+                    fn = k.flat_parallel if dst.size >= self.parallel_min else k.flat_serial
+                    calls.append((fn, (dst.reshape(-1), dst.shape,
+                                       *(a.reshape(-1) for a in args), *cs)))
+                else:
+                    dom = shape_of(nodes[stage.domain][1]) if stage.domain >= 0 else dst.shape
+                    fn = k.parallel if max(dst.size, math.prod(dom)) >= self.parallel_min \
+                        else k.serial
+                    calls.append((fn, (dst, dom, *args, *cs)))
+            elif stage.kind is P.StageKind.GEMM:
+                a, b = (np.asarray(v, dtype=dt) for v in P.gemm_operands(stage, bufs))
+                calls.append((_gemm, (a, b, dst, *P.gemm_scale(stage, consts))))
+            elif stage.kind is P.StageKind.COMPOUND:
+                calls.append((compound.run, (backend, nodes[stage.node][0], dst,
+                                             [bufs[b] for b in stage.inputs])))
+            else:
+                calls.append((_host_stage, (nodes[stage.node], dst,
+                                            [bufs[b] for b in stage.inputs], dt)))
+        return calls
+
     def run(self, out: Any, tensors: list, consts: list, nodes: list) -> None:
         dt, plan = self.dtype, self.plan
         bufs: dict[int, np.ndarray] = {}
@@ -248,9 +286,7 @@ class Program:
             a = t._host()
             bufs[i] = a.astype(np.float32) if a.dtype == F16 else a
         target = out._host()
-        direct = out.dtype != F16 and not any(
-            np.may_share_memory(target, a) and (self.stash or not _same_view(target, a))
-            for a in bufs.values())
+        direct = out.dtype != F16 and self._apart(target, bufs.values())
         if self.gemm_only and direct and target.dtype == dt:
             # gemm.gemm itself goes through a temp where the target overlaps an operand
             gemm.gemm(*(np.asarray(v, dtype=dt) for v in P.gemm_operands(plan.stages[0], bufs)),
@@ -261,29 +297,8 @@ class Program:
             np.copyto(bufs[plan.n_inputs], bufs[self.alias])   # read through the output
         for j, pos in enumerate(plan.temps):
             bufs[plan.n_inputs + 1 + j] = np.empty(nodes[pos].shape, dtype=dt)
-        c = [dt.type(v) for v in consts]
-        for i, stage in enumerate(plan.stages):
-            dst = bufs[stage.out]
-            if stage.kind is P.StageKind.FUSED:
-                k = self.kernels[i]
-                args = [bufs[b] for b in k.bufs]
-                if k.flat and dst.flags.c_contiguous and all(a.flags.c_contiguous for a in args):
-                    fn = k.flat_parallel if dst.size >= self.parallel_min else k.flat_serial
-                    fn(dst.reshape(-1), dst.shape, *(a.reshape(-1) for a in args),
-                       *(c[j] for j in k.consts))
-                    continue
-                dom = shape_of(nodes[stage.domain][1]) if stage.domain >= 0 else dst.shape
-                size = max(dst.size, int(np.prod(dom)))
-                fn = k.parallel if size >= self.parallel_min else k.serial
-                fn(dst, dom, *args, *(c[j] for j in k.consts))
-            elif stage.kind is P.StageKind.GEMM:
-                a, b = (np.asarray(v, dtype=dt) for v in P.gemm_operands(stage, bufs))
-                _gemm(a, b, dst, *P.gemm_scale(stage, consts))
-            elif stage.kind is P.StageKind.COMPOUND:
-                compound.run(out.backend, nodes[stage.node][0], dst,
-                             [bufs[b] for b in stage.inputs])
-            else:
-                _host_stage(nodes[stage.node], dst, [bufs[b] for b in stage.inputs], dt)
+        for fn, args in self._stage_calls(bufs, consts, nodes, out.backend):
+            fn(*args)
         if not direct:
             out._store(bufs[plan.n_inputs])
 
@@ -304,41 +319,16 @@ class _Bound:
             return None
         bufs = {i: t._host() for i, t in enumerate(tensors)}
         target = out._host()
-        if any(np.may_share_memory(target, a) and (program.stash or not _same_view(target, a))
-               for a in bufs.values()):
+        if not program._apart(target, bufs.values()):
             return None
         bufs[plan.n_inputs] = target
         for j, pos in enumerate(plan.temps):
             bufs[plan.n_inputs + 1 + j] = np.empty(nodes[pos].shape, dtype=dt)
-        c = [dt.type(v) for v in consts]
-        calls: list = []
-        for i, stage in enumerate(plan.stages):
-            dst = bufs[stage.out]
-            if stage.kind is P.StageKind.FUSED:
-                k = program.kernels[i]
-                args = [bufs[b] for b in k.bufs]
-                cs = [c[j] for j in k.consts]
-                if k.flat and dst.flags.c_contiguous and all(a.flags.c_contiguous for a in args):
-                    fn = k.flat_parallel if dst.size >= program.parallel_min else k.flat_serial
-                    calls.append((fn, (dst.reshape(-1), dst.shape,
-                                       *(a.reshape(-1) for a in args), *cs)))
-                else:
-                    dom = shape_of(nodes[stage.domain][1]) if stage.domain >= 0 else dst.shape
-                    size = max(dst.size, math.prod(dom))
-                    fn = k.parallel if size >= program.parallel_min else k.serial
-                    calls.append((fn, (dst, dom, *args, *cs)))
-            elif stage.kind is P.StageKind.GEMM:
-                a, b = P.gemm_operands(stage, bufs)
-                if a.dtype != dt or b.dtype != dt:
-                    return None
-                calls.append((_gemm, (a, b, dst, *P.gemm_scale(stage, consts))))
-            elif stage.kind is P.StageKind.COMPOUND:
-                calls.append((compound.run, (out.backend, nodes[stage.node][0], dst,
-                                             [bufs[b] for b in stage.inputs])))
-            else:
-                calls.append((_host_stage, (nodes[stage.node], dst,
-                                            [bufs[b] for b in stage.inputs], dt)))
-        return _Bound(calls)
+        # a GEMM operand of another dtype is converted each call (run), never once for all
+        if any(v.dtype != dt for st in plan.stages if st.kind is P.StageKind.GEMM
+               for v in P.gemm_operands(st, bufs)):
+            return None
+        return _Bound(program._stage_calls(bufs, consts, nodes, out.backend))
 
     def __call__(self) -> None:
         for fn, args in self.calls:
