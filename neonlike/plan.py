@@ -390,7 +390,7 @@ class _Planner:
         terms = {}
         for side in (1, 2):
             sign = -1.0 if side == 2 and value[0]["op"] is Op.SUB else 1.0
-            term = self._scaled_term(value[side], value, side, sign, out)
+            term = self._scaled_term(value[side], sign, out)
             if term is None:
                 return False
             terms[term[0]] = term[1:]
@@ -408,7 +408,7 @@ class _Planner:
                                  trans=trans if any(trans) else (), scale=(alpha, beta)))
         return True
 
-    def _scaled_term(self, x: Any, parent: Any, side: int, sign: float, out: Any) -> Any:
+    def _scaled_term(self, x: Any, sign: float, out: Any) -> Any:
         """('out' or 'dot', the operand, (sign, constant index or None)) for `x`, `c * x` or
         `x * c` with x the output tensor or a 2-D product; None for anything else."""
         k = None
@@ -564,13 +564,12 @@ def make_plan(out: Any, value: Any, tensors: list, nodes: list, renderable: Any,
     """
     p = _Planner(out, value, tensors, nodes, frozenset(renderable))
     out_buf = p.n_inputs
-    if axpby and _drive(p.axpby(out, value)):
-        pass
-    elif isinstance(value, OpTreeNode) and not p._fusable(value):
-        value_buf = _drive(p.materialize(value))
-        p.stages.append(Stage(StageKind.FUSED, out_buf, (Instr("load", (), value_buf),)))
-    else:
-        _drive(p.fused(value, out_buf, out.shape))
+    if not (axpby and _drive(p.axpby(out, value))):
+        if isinstance(value, OpTreeNode) and not p._fusable(value):
+            value_buf = _drive(p.materialize(value))
+            p.stages.append(Stage(StageKind.FUSED, out_buf, (Instr("load", (), value_buf),)))
+        else:
+            _drive(p.fused(value, out_buf, out.shape))
     return KernelPlan(tuple(p.stages), p.n_inputs, tuple(p.temps))
 
 

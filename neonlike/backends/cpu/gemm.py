@@ -19,8 +19,8 @@ paths once per shape class (dtype, power-of-two buckets of M, N, K and the batch
 transposition pattern, whether alpha is 1 and beta 0: see `_shape_class`) and runs the faster one
 from then on (ties, and short calls after which OpenBLAS's pool spins on, go to MKL; long calls
 are judged by their medians: see `_time_paths`); `choices()` shows the table, `clear_choices()`
-empties it. Without MKL every call takes numpy. Nothing is loaded at import: MKL's runtime (libmkl_rt from the pip `mkl` package) is
-found and bound on the first call.
+empties it. Without MKL every call takes numpy. Nothing is loaded at import: MKL's runtime
+(libmkl_rt from the pip `mkl` package) is found and bound on the first call.
 """
 from __future__ import annotations
 
