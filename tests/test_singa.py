@@ -418,11 +418,15 @@ def test_batchnorm_sums_read_rows_of_channels_where_the_layout_allows():
     from neonlike.singa.layers import _rows_of_channels
     be = get_default_device().be
     x = be.array(np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5))
-    v, red, shape = _rows_of_channels(x)
+    (v,), red, shape = _rows_of_channels(x)
     assert (v.shape, red, shape) == ((2, 3, 20), (0, 2), (1, 3, 1))
     strided = x[:, :, :, 1:4]
-    v, red, shape = _rows_of_channels(strided)
+    (v,), red, shape = _rows_of_channels(strided)
     assert (v is strided, red, shape) == (True, (0, 2, 3), (1, 3, 1, 1))
+    # several tensors: views of all of them, or of none where one has no such view
+    plain = be.array(np.ones((2, 3, 4, 3), np.float32))
+    views, red, _ = _rows_of_channels(plain, strided)
+    assert views[0] is plain and views[1] is strided and red == (0, 2, 3)
     out = be.empty(shape)
     out[:] = be.sum(v, axis=red)
     np.testing.assert_allclose(out.get().ravel(), x.get()[:, :, :, 1:4].sum(axis=(0, 2, 3)))

@@ -121,6 +121,13 @@ class Dummy(Operation):
 
 
 # ---------------------------------------------------------------- ops built from op-trees
+def float_result_dtype(xs: tuple) -> Any:
+    """The result dtype of an op over CTensors `xs`: their float dtypes promoted (float32
+    where none is a float)."""
+    floats = [x.dtype for x in xs if x.dtype.kind == "f"]
+    return np.result_type(*floats) if floats else np.dtype(np.float32)
+
+
 class TreeOp(Operation):
     """An operator whose forward is an engine op-tree over its inputs' values (`make`) and whose
     backward is the engine's gradient rules walked over that tree. `lazy`: the result stays an
@@ -137,8 +144,7 @@ class TreeOp(Operation):
         return tuple(np.broadcast_shapes(*shapes))
 
     def out_dtype(self, xs: tuple) -> Any:
-        floats = [x.dtype for x in xs if x.dtype.kind == "f"]
-        return np.result_type(*floats) if floats else np.dtype(np.float32)
+        return float_result_dtype(xs)
 
     def plan_key(self) -> Any:
         """What decides this op's trees besides its inputs' logical shapes and dtypes (a

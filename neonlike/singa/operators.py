@@ -612,17 +612,11 @@ class Concat(Operation):
 
     def forward(self, *xs: CTensor) -> CTensor:
         shape = self.out_shape(*(x.lshape for x in xs))
-        dtype = TreeOp.out_dtype(self, xs)
-        dev, a = xs[0].dev, self._a
-        out = dev.alloc(pad2(shape), dtype)
-        spans, start = [], 0
-        for x in xs:
-            n = pad2(x.lshape)[a]
-            span = (a, start, start + n)
-            _span_view(out, span)[:] = x.value
-            spans.append((span, x.lshape))
-            start += n
-        self._spans = spans
+        dtype = ag.float_result_dtype(xs)
+        dev = xs[0].dev
+        out, spans = _concatenated(dev, [x.value for x in xs], [x.lshape for x in xs],
+                                   self._a, shape, dtype)
+        self._spans = list(zip(spans, (x.lshape for x in xs)))
         return CTensor(out, shape, dev, dtype)
 
     def backward(self, dy: CTensor) -> Any:
@@ -636,6 +630,22 @@ class Concat(Operation):
             part[:] = _span_view(g, span)
             grads.append(CTensor(part, shape, dy.dev, dy.dtype))
         return tuple(grads) if len(grads) > 1 else grads[0]
+
+
+def _concatenated(dev: Any, values: list, shapes: list, a: int, shape: tuple,
+                  dtype: Any) -> tuple:
+    """(a pooled tensor of logical `shape` holding `values` (trees, tensors or numbers of the
+    logical `shapes`) one after another along engine axis a, the span of each): a copy
+    statement per value into its slice, no concatenate node (a host stage and a walk)."""
+    out = dev.alloc(pad2(shape), dtype)
+    spans, start = [], 0
+    for v, s in zip(values, shapes):
+        n = pad2(s)[a]
+        span = (a, start, start + n)
+        _span_view(out, span)[:] = v
+        spans.append(span)
+        start += n
+    return out, spans
 
 
 def _span_view(t: Any, span: tuple) -> Any:
@@ -723,19 +733,11 @@ class Split(Operation):
         return tuple(outs)
 
     def backward(self, *dys: Any) -> CTensor:
-        be = dys[0].dev.be if dys[0] is not None else None
-        pieces = []
-        for dy, (shape, dtype, dev) in zip(dys, self._outs):
-            be = dev.be
-            pieces.append(dy.materialize() if dy is not None else
-                          be.zeros(pad2(shape), dtype=dtype))
-        a = self.a + _off(self.in_shape)
-        tree = pieces[0]
-        for p in pieces[1:]:
-            tree = build(Op.CONCAT, tree, p, axis=a)
-        out = CTensor(tree, self.in_shape, self._outs[0][2], self._outs[0][1])
-        out.materialize()
-        return out
+        _, dtype, dev = self._outs[0]
+        out, _ = _concatenated(dev, [0.0 if dy is None else dy.value for dy in dys],
+                               [shape for shape, _, _ in self._outs],
+                               self.a + _off(self.in_shape), self.in_shape, dtype)
+        return CTensor(out, self.in_shape, dev, dtype)
 
 
 class Gather(TreeOp):
