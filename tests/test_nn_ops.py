@@ -278,6 +278,10 @@ POOL_SHAPES = {
     "non-square overlapping": dict(N=2, C=2, H=5, W=7, R=2, S=3, pad_w=2, str_h=1, str_w=2),
     "3d": dict(N=2, C=2, D=4, H=4, W=3, T=2, R=2, S=3, pad_d=1, pad_w=1, str_w=1),
     "batch 1": dict(N=1, C=4, H=5, W=5, R=3, S=3, pad_h=2, pad_w=2, str_h=3, str_w=3),
+    # a batch of one runs the plane-by-plane kernels (the SINGA front end's NCHW pooling)
+    "batch 1 overlapping": dict(N=1, C=5, H=8, W=7, R=3, S=3, pad_h=1, pad_w=1, str_h=1,
+                                str_w=1),
+    "batch 1 non-square": dict(N=1, C=3, H=5, W=7, R=2, S=3, pad_w=2, str_h=1, str_w=2),
 }
 
 
@@ -309,7 +313,8 @@ def test_pool_matches_loops(be, rng, name, op, path):
 
 
 @pytest.mark.parametrize("op", ["max", "avg"])
-@pytest.mark.parametrize("name", ["3x3 stride 2 pad 1", "non-square overlapping"])
+@pytest.mark.parametrize("name", ["3x3 stride 2 pad 1", "non-square overlapping",
+                                  "batch 1 overlapping"])
 def test_pool_gradient_central_differences(be, rng, op, name):
     layer = be.pool_layer(np.float64, op, **POOL_SHAPES[name])
     I = rng.permutation(np.prod(layer.dimI)).reshape(layer.dimI) * 0.01  # no ties
@@ -322,6 +327,42 @@ def test_pool_gradient_central_differences(be, rng, op, name):
     loss()
     be.bprop_pool(layer, be.array(E), G, A)
     np.testing.assert_allclose(G.get(), central_diff(loss, I, eps=1e-4), atol=1e-7)
+
+
+@pytest.mark.parametrize("op", ["max", "avg"])
+def test_pool_planes_match_batched_kernels_on_edge_values(rng, op):
+    """N*C planes of a batch of one (the plane kernels) against the same images as a batch of N
+    (the batch-innermost kernels): NaN wins a window and stays, -inf and inf, ties, zeros and
+    tiny values, max and average, forward and backward, float32."""
+    be = gen_backend("cpu", rng_seed=0)
+    if nn_cpu._kernels() is None:
+        pytest.skip("numba is not installed")
+    N, C, H, W = 4, 3, 6, 5
+    x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+    x.flat[rng.choice(x.size, 12, replace=False)] = [np.nan, -np.inf, np.inf, 0.0, -0.0, 1e-38,
+                                                     -1e38, 1e38, np.nan, 2.0, 2.0, 2.0]
+    x[1, 2] = -np.inf                                    # a plane of -inf: argmax 0 everywhere
+    geo = dict(H=H, W=W, R=3, S=2, pad_h=1, pad_w=1, str_h=2, str_w=1)
+    planes = be.pool_layer(np.float32, op, 1, N * C, **geo)
+    batched = be.pool_layer(np.float32, op, N, C, **geo)
+    O1, A1 = be.zeros(planes.dimO), be.zeros(planes.dimO, dtype=np.int32)
+    be.fprop_pool(planes, be.array(x.reshape(planes.dimI)), O1, A1)
+    O2, A2 = be.zeros(batched.dimO), be.zeros(batched.dimO, dtype=np.int32)
+    be.fprop_pool(batched, be.array(np.ascontiguousarray(x.transpose(1, 0, 2, 3))[:, None]
+                                    .transpose(0, 1, 3, 4, 2)), O2, A2)
+    to_nchw = (4, 0, 1, 2, 3)
+    np.testing.assert_array_equal(O1.get().reshape(N, C, *planes.MPQ[1:]),
+                                  O2.get().transpose(to_nchw)[:, :, 0])
+    if op == "max":
+        np.testing.assert_array_equal(A1.get().reshape(N, C, *planes.MPQ[1:]),
+                                      A2.get().transpose(to_nchw)[:, :, 0])
+    E = rng.standard_normal((N, C) + planes.MPQ[1:]).astype(np.float32)
+    G1, G2 = be.zeros(planes.dimI), be.zeros(batched.dimI)
+    be.bprop_pool(planes, be.array(E.reshape(planes.dimO)), G1, A1)
+    be.bprop_pool(batched, be.array(np.ascontiguousarray(E.transpose(1, 2, 3, 0))[:, None]),
+                  G2, A2)
+    np.testing.assert_allclose(G1.get().reshape(N, C, H, W),
+                               G2.get().transpose(to_nchw)[:, :, 0], rtol=1e-6, atol=1e-7)
 
 
 def test_pool_argmax_dtypes(be, rng):
@@ -420,3 +461,69 @@ def test_bn_bad_input(be):
         be.compound_bprop_bn(x, r, r, be.zeros((4, 2)), x, r, r, r, 1e-3)
     with pytest.raises(NotImplementedError, match="binary"):
         be.compound_fprop_bn(x, r, r, r, r, r, r, x, 1e-3, 0.9, True, binary=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# batch norm's per-channel sums (batch_moments / batch_grad_sums): the CPU kernel, the op-trees
+# of the base Backend, and numpy float64
+# ---------------------------------------------------------------------------------------------
+
+def _bn_paths(be, path):
+    """(batch_moments, batch_grad_sums) of the CPU kernels or of the base Backend's op-trees."""
+    from neonlike.backends.backend import Backend
+    if path == "kernel":
+        return be.batch_moments, be.batch_grad_sums
+    return (lambda *a, **k: Backend.batch_moments(be, *a, **k),
+            lambda *a: Backend.batch_grad_sums(be, *a))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("path", ["kernel", "op-trees"])
+@pytest.mark.parametrize("edge", ["plain", "huge and tiny", "nan and inf", "zeros"])
+def test_batch_moments_and_grad_sums_against_numpy(rng, dtype, path, edge):
+    be = gen_backend("cpu", rng_seed=0, datatype=dtype)
+    A, C, B = 5, 4, 7
+    x = rng.standard_normal((A, C, B)) * 3 + 1
+    if edge == "huge and tiny":
+        x[:, 0] *= 1e30 if dtype == np.float64 else 1e15
+        x[:, 1] *= 1e-30
+    elif edge == "nan and inf":
+        x[1, 0, 2], x[2, 1, 3] = np.nan, np.inf
+    elif edge == "zeros":
+        x[:] = 0.0
+    x = x.astype(dtype)
+    dy = rng.standard_normal((A, C, B)).astype(dtype)
+    rm0, rv0 = rng.standard_normal((1, C)), rng.random((1, C)) + 0.5
+    mean, var, inv = (be.empty((1, C, 1)) for _ in range(3))
+    rm, rv = be.array(rm0), be.array(rv0)
+    keep, take = 0.1, (0.9, 0.9 * 35 / 34)
+    with np.errstate(all="ignore"):
+        moments, sums = _bn_paths(be, path)
+        moments(be.array(x), mean, var, inv, 1e-5, (rm, rv), keep, take)
+        x64 = x.astype(np.float64)
+        m = x64.mean(axis=(0, 2))
+        v = ((x64 - m[None, :, None]) ** 2).mean(axis=(0, 2))
+        i = 1.0 / np.sqrt(v + 1e-5)
+        dg = (dy * (x64 - m[None, :, None]) * i[None, :, None]).sum(axis=(0, 2))
+        db = dy.astype(np.float64).sum(axis=(0, 2))
+    tol = dict(rtol=1e-5 if dtype == np.float32 else 1e-12, atol=0)
+    for got, want in ((mean, m), (var, v), (inv, i), (rm, rm0 * keep + m * take[0]),
+                      (rv, rv0 * keep + v * take[1])):
+        np.testing.assert_allclose(got.get().ravel(), want.astype(dtype).ravel(), **tol)
+    dgamma, dbeta = be.empty((1, C, 1)), be.empty((1, C, 1))
+    with np.errstate(all="ignore"):
+        sums(be.array(dy), be.array(x), mean, inv, dgamma, dbeta)
+    np.testing.assert_allclose(dgamma.get().ravel(), dg.astype(dtype), **tol)
+    np.testing.assert_allclose(dbeta.get().ravel(), db.astype(dtype), **tol)
+
+
+def test_batch_moments_takes_the_op_trees_where_the_kernel_cannot(rng):
+    # a strided x (a slice) has no flat C-ordered array: the op-trees run, with the same results
+    be = gen_backend("cpu", rng_seed=0, datatype=np.float32)
+    full = be.array(rng.standard_normal((3, 2, 8)).astype(np.float32))
+    x = full[:, :, 1:6]
+    mean, var, inv = (be.empty((1, 2, 1)) for _ in range(3))
+    be.batch_moments(x, mean, var, inv, 1e-3)
+    want = full.get()[:, :, 1:6].astype(np.float64)
+    np.testing.assert_allclose(mean.get().ravel(), want.mean(axis=(0, 2)), rtol=1e-5)
+    np.testing.assert_allclose(var.get().ravel(), want.var(axis=(0, 2)), rtol=1e-4)

@@ -411,25 +411,45 @@ def test_batchnorm2d_against_torch_with_running_stats():
     np.testing.assert_allclose(bn(t64(x)).to_numpy(), want.numpy(), atol=1e-12)
 
 
-def test_batchnorm_sums_read_rows_of_channels_where_the_layout_allows():
-    # the (N, H, W) sums read an (N, C, H*W) view of a C-ordered tensor; a strided one (no
-    # such view) is summed over (0, 2, 3) as it is
+def test_batchnorm_takes_channel_rows_a_view_or_a_copy_of_a_strided_view():
+    # the backend's batch-norm sums read an (N, C, H*W) view of a C-ordered tensor; a strided
+    # one (no such view) is copied first, values kept
     from neonlike.singa.device import get_default_device
-    from neonlike.singa.layers import _rows_of_channels
-    be = get_default_device().be
-    x = be.array(np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5))
-    (v,), red, shape = _rows_of_channels(x)
-    assert (v.shape, red, shape) == ((2, 3, 20), (0, 2), (1, 3, 1))
+    from neonlike.singa.layers import _channel_rows
+    dev = get_default_device()
+    x = dev.be.array(np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5))
+    v = _channel_rows(x, dev.alloc)
+    assert v.shape == (2, 3, 20) and v._tensor.base is not None
+    assert np.shares_memory(v._tensor, x._tensor)
     strided = x[:, :, :, 1:4]
-    (v,), red, shape = _rows_of_channels(strided)
-    assert (v is strided, red, shape) == (True, (0, 2, 3), (1, 3, 1, 1))
-    # several tensors: views of all of them, or of none where one has no such view
-    plain = be.array(np.ones((2, 3, 4, 3), np.float32))
-    views, red, _ = _rows_of_channels(plain, strided)
-    assert views[0] is plain and views[1] is strided and red == (0, 2, 3)
-    out = be.empty(shape)
-    out[:] = be.sum(v, axis=red)
-    np.testing.assert_allclose(out.get().ravel(), x.get()[:, :, :, 1:4].sum(axis=(0, 2, 3)))
+    v = _channel_rows(strided, dev.alloc)
+    assert v.shape == (2, 3, 12) and not np.shares_memory(v._tensor, x._tensor)
+    np.testing.assert_array_equal(v.get(), x.get()[:, :, :, 1:4].reshape(2, 3, 12))
+
+
+def test_batchnorm_of_a_strided_input_and_its_gradients():
+    # a strided NCHW input (a slice) goes through the copy; forward and backward against torch
+    rng = np.random.RandomState(3)
+    base = rng.randn(4, 3, 5, 6)
+    x = t64(base, requires_grad=True, stores_grad=True)
+    bn = autograd.BatchNorm2d(3)
+    params = _as64(bn, "scale", "bias")
+    bn.running_mean, bn.running_var = t64(np.zeros(3), requires_grad=False), \
+        t64(np.ones(3), requires_grad=False)
+    y = bn(autograd.slice(x, [1], [5], [3]))      # (4, 3, 5, 4): a strided view
+    ty = torch.tensor(base, requires_grad=True)
+    rm, rv = torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)
+    want = torch.nn.functional.batch_norm(ty[:, :, :, 1:5], rm, rv,
+                                          torch.tensor(params[0].to_numpy()),
+                                          torch.tensor(params[1].to_numpy()), training=True,
+                                          momentum=0.9)
+    np.testing.assert_allclose(y.to_numpy(), want.detach().numpy(), atol=1e-10)
+    np.testing.assert_allclose(bn.running_mean.to_numpy(), rm.numpy(), atol=1e-12)
+    np.testing.assert_allclose(bn.running_var.to_numpy(), rv.numpy(), atol=1e-12)
+    R = rng.randn(*want.shape)
+    grads = autograd.gradients(autograd.reduce_sum(autograd.mul(y, t64(R, requires_grad=False))))
+    (want * torch.tensor(R)).sum().backward()
+    np.testing.assert_allclose(grads[x].to_numpy(), ty.grad.numpy(), atol=1e-9)
 
 
 def test_rnn_and_lstm_against_torch():

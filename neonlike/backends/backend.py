@@ -163,6 +163,30 @@ class Backend(HostOpsMixin, RNNOpsMixin):
         """Standard deviation; `out` receives the deviation (neon wrote the variance there)."""
         return self.sqrt(self.var(a, axis=axis, keepdims=keepdims, ddof=ddof), out=out)
 
+    def batch_moments(self, x: Any, mean: Tensor, var: Tensor, inv: Tensor, eps: float,
+                      running: tuple | None = None, keep: float = 1.0,
+                      take: tuple = (0.0, 0.0)) -> None:
+        """Batch norm's statistics of x (A, C, B) per channel c, over axes 0 and 2: mean, the
+        biased variance var and inv = 1 / sqrt(var + eps), into (1, C, 1) tensors; with
+        running = (rmean, rvar) (C elements each), rmean = rmean * keep + mean * take[0] and
+        rvar = rvar * keep + var * take[1] (neon's rho and 1 - rho; SINGA's 1 - momentum and
+        momentum, times n / (n - 1) for the variance). Op-trees here; a device may fuse it."""
+        n = x.shape[0] * x.shape[2]
+        mean[:] = self.sum(x, axis=(0, 2)) * (1.0 / n)
+        var[:] = self.sum(self.square(x - mean), axis=(0, 2)) * (1.0 / n)
+        inv[:] = 1.0 / self.sqrt(var + eps)
+        if running is not None:
+            for r, stat, t in zip(running, (mean, var), take):
+                r[:] = r * keep + stat.reshape(r.shape) * t
+
+    def batch_grad_sums(self, dy: Any, x: Any, mean: Tensor, inv: Tensor, dgamma: Tensor,
+                        dbeta: Tensor) -> None:
+        """Batch norm's parameter gradients per channel c of dy and x (A, C, B): dbeta = the sum
+        of dy, dgamma = the sum of dy * (x - mean) * inv, over axes 0 and 2, into (1, C, 1)
+        tensors (mean and inv as batch_moments gave them)."""
+        dgamma[:] = self.sum(dy * ((x - mean) * inv), axis=(0, 2))
+        dbeta[:] = self.sum(dy, axis=(0, 2))
+
     # ---------------------------------------------------------------- composites of table ops
     def clip(self, a: Any, a_min: Any, a_max: Any, out: Any = None) -> Any:
         return self.minimum(self.maximum(a, a_min), a_max, out=out)

@@ -3,11 +3,13 @@ operators under them (conv2d, batchnorm_2d, pooling_2d).
 
 Convolution and pooling run the backend's compound ops (be.fprop_conv / bprop_conv /
 update_conv, be.fprop_pool / bprop_pool) in neon's layouts: input (C, 1, H, W, N), filters
-(C, 1, R, S, K), output (K, 1, P, Q, N). SINGA's NCHW tensors reach them, and their results
-leave them, as permuted copies (`_permuted`: be.copy_transpose, a tiled kernel on the CPU for
-these rotations of the axes, ~10 us at 32x16x8x8), so every operator reads plain C-ordered
+(C, 1, R, S, K), output (K, 1, P, Q, N). A convolution's NCHW tensors reach them, and its
+results leave them, as permuted copies (`_permuted`: be.copy_transpose, a tiled kernel on the CPU
+for these rotations of the axes, ~10 us at 32x16x8x8), so every operator reads plain C-ordered
 buffers: strided views cost the convolutions a copy each and the fused kernels reading them their
-fast path (numpy's copy of such a view ran ~60 us at that size).
+fast path (numpy's copy of such a view ran ~60 us at that size). Pooling needs no copy: an NCHW
+buffer is, as it lies, the (N*C, 1, H, W, 1) input of a pooling layer over N*C channels of a
+batch of one (each image's planes are pooled apart), which the CPU runs plane by plane.
 
 Batch norm is written as op-trees in NCHW (the same math as be.compound_fprop_bn, reduced over
 axes (0, 2, 3), so no transpose to neon's (C, N*H*W)); the output stays lazy and fuses with what
@@ -27,7 +29,6 @@ from typing import Any
 
 import numpy as np
 
-from ..shapes import pad2
 from . import autograd as ag
 from . import operators as F
 from .autograd import Layer, Operation
@@ -97,13 +98,15 @@ class PoolingHandle:
         self._layers: dict = {}
 
     def layer(self, be: Any, dtype: Any, shape: tuple) -> Any:
+        """The pooling of NCHW `shape` as neon's layer over N*C planes of a batch of one: the
+        NCHW buffer is that layer's (N*C, 1, H, W, 1) input as it lies, no transpose."""
         key = (np.dtype(dtype).str, shape)
         layer = self._layers.get(key)
         if layer is None:
             N, C, H, W = shape
             (R, S), (ph, pw), (sh, sw) = self.kernel, self.padding, self.stride
             layer = self._layers[key] = be.pool_layer(
-                dtype, "max" if self.is_max else "avg", N, C, D=1, H=H, W=W, R=R, S=S,
+                dtype, "max" if self.is_max else "avg", 1, N * C, D=1, H=H, W=W, R=R, S=S,
                 pad_h=ph, pad_w=pw, str_h=sh, str_w=sw)
         return layer
 
@@ -180,38 +183,51 @@ class _Pooling2d(Operation):
         be = x.dev.be
         layer = self.handle.layer(be, x.dtype, x.lshape)
         alloc = x.dev.alloc
-        I = _nchw_to_neon(x.materialize(), alloc)
-        O = alloc(layer.dimO, x.dtype)   # every element written, argmax too
+        N, C, _, _ = x.lshape
+        out = alloc((N, C) + layer.MPQ[1:], x.dtype)   # every element written, argmax too
         argmax = alloc(layer.dimO, np.int32) if self.handle.is_max else None
-        be.fprop_pool(layer, I, O, argmax)
+        be.fprop_pool(layer, _planes(x.materialize(), layer.dimI),
+                      out.reshape(layer.dimO), argmax)
         if ag.training:
-            self.layer, self.argmax = layer, argmax
-        out = _neon_to_nchw(O, alloc)
+            self.layer, self.argmax, self.xshape = layer, argmax, x.lshape
         return CTensor(out, out.shape, x.dev, x.dtype)
 
     def backward(self, dy: CTensor) -> CTensor:
         be = dy.dev.be
-        alloc = dy.dev.alloc
-        E = _nchw_to_neon(dy.materialize(), alloc)
-        G = alloc(self.layer.dimI, dy.dtype)
-        be.bprop_pool(self.layer, E, G, self.argmax)
-        dx = _neon_to_nchw(G, alloc)
+        dx = dy.dev.alloc(self.xshape, dy.dtype)
+        be.bprop_pool(self.layer, _planes(dy.materialize(), self.layer.dimO),
+                      dx.reshape(self.layer.dimI), self.argmax)
         return CTensor(dx, dx.shape, dy.dev, dy.dtype)
 
 
-def _rows_of_channels(*ts: Any) -> tuple:
-    """(views, reduction axes, per-channel shape) of NCHW tensors of one shape for sums over
-    (N, H, W): their (N, C, H*W) views where every one's layout allows one, else the tensors
-    themselves over (0, 2, 3)."""
-    N, C, H, W = ts[0].shape
+def _planes(t: Any, shape: tuple) -> Any:
+    """An NCHW engine tensor as the (N*C, 1, H, W, 1) planes of a pooling layer: a view, or a
+    copy where t is a strided view."""
     try:
-        return tuple(t.reshape((N, C, H * W)) for t in ts), (0, 2), (1, C, 1)
+        return t.reshape(shape)
     except ValueError:
-        return ts, (0, 2, 3), (1, C, 1, 1)
+        out = t.backend.empty(tuple(t.shape), dtype=t.dtype)
+        out[:] = t
+        return out.reshape(shape)
+
+
+def _channel_rows(t: Any, alloc: Any) -> Any:
+    """An NCHW engine tensor as (N, C, H*W): a view, or a C-ordered copy of a strided view
+    (the backend's batch-norm sums take channels on axis 1 of a 3-D tensor)."""
+    N, C, H, W = t.shape
+    try:
+        return t.reshape((N, C, H * W))
+    except ValueError:
+        out = alloc((N, C, H, W), t.dtype)
+        out[:] = t
+        return out.reshape((N, C, H * W))
 
 
 class _BatchNorm2d(Operation):
-    """Batch norm over axes (0, 2, 3) of NCHW x; scale and bias (C,)."""
+    """Batch norm over axes (0, 2, 3) of NCHW x; scale and bias (C,). The statistics and the
+    parameter gradients are the backend's batch_moments / batch_grad_sums (one kernel each on
+    the CPU, running statistics updated in place); the output and the input gradient stay
+    lazy op-trees that fuse with what reads them."""
 
     def __init__(self, handle: BatchNormHandle, running_mean: Tensor,
                  running_var: Tensor) -> None:
@@ -229,20 +245,15 @@ class _BatchNorm2d(Operation):
         rm, rv = self.running_mean.data, self.running_var.data
         if ag.training:
             n = x.Size() // C
-            # the sums over (N, H, W) read (N, C, H*W) views where x allows (a reduction over
-            # one merged contiguous axis: 8.9 against 23.8 us at 32x16x8x8)
-            (x3,), red, shape3 = _rows_of_channels(xv)
-            mean = x.dev.alloc(shape3, x.dtype)
-            mean[:] = be.sum(x3, axis=red) * (1.0 / n)
-            var = x.dev.alloc(shape3, x.dtype)
-            var[:] = be.sum(be.square(x3 - mean), axis=red) * (1.0 / n)
-            mean, var = mean.reshape(col), var.reshape(col)
-            rm.write(rm.materialize() * (1.0 - m) + mean.reshape(pad2(rm.lshape)) * m)
+            alloc = x.dev.alloc
+            x3 = _channel_rows(xv, alloc)
+            mean, var, inv = (alloc((1, C, 1), x.dtype) for _ in range(3))
             unbiased = n / (n - 1) if n > 1 else 1.0
-            rv.write(rv.materialize() * (1.0 - m) + var.reshape(pad2(rv.lshape)) * (m * unbiased))
-            inv = x.dev.alloc(col, x.dtype)
-            inv[:] = 1.0 / be.sqrt(var + eps)
-            self.x, self.mean, self.inv, self.gamma, self.n = xv, mean, inv, gamma, n
+            be.batch_moments(x3, mean, var, inv, eps, (rm.writable(), rv.writable()), 1.0 - m,
+                             (m, m * unbiased))
+            self.x3, self.mean3, self.inv3, self.gamma, self.n = x3, mean, inv, gamma, n
+            mean, inv = mean.reshape(col), inv.reshape(col)
+            self.x, self.mean, self.inv = xv, mean, inv
             y = (xv - mean) * (inv * gamma) + beta
         else:
             mean = rm.materialize().reshape(col)
@@ -253,15 +264,13 @@ class _BatchNorm2d(Operation):
     def backward(self, dy: CTensor) -> tuple:
         be, C = dy.dev.be, dy.lshape[1]
         g = dy.materialize()
+        alloc = dy.dev.alloc
+        dgamma, dbeta = alloc((1, C, 1), dy.dtype), alloc((1, C, 1), dy.dtype)
+        be.batch_grad_sums(_channel_rows(g, alloc), self.x3, self.mean3, self.inv3, dgamma,
+                           dbeta)
         xhat = (self.x - self.mean) * self.inv
-        (g3, x3), red, shape3 = _rows_of_channels(g, self.x)
-        xhat3 = (x3 - self.mean.reshape(shape3)) * self.inv.reshape(shape3)
-        dgamma = dy.dev.alloc(shape3, dy.dtype)
-        dgamma[:] = be.sum(g3 * xhat3, axis=red)
-        dbeta = dy.dev.alloc(shape3, dy.dtype)
-        dbeta[:] = be.sum(g3, axis=red)
-        dgamma, dbeta = dgamma.reshape((1, C, 1, 1)), dbeta.reshape((1, C, 1, 1))
-        dx = (self.gamma * self.inv) * (g - (xhat * dgamma + dbeta) * (1.0 / self.n))
+        dgamma4, dbeta4 = dgamma.reshape((1, C, 1, 1)), dbeta.reshape((1, C, 1, 1))
+        dx = (self.gamma * self.inv) * (g - (xhat * dgamma4 + dbeta4) * (1.0 / self.n))
         shape = (C,)
         return (CTensor(dx, dy.lshape, dy.dev, dy.dtype),
                 CTensor(dgamma.reshape((1, C)), shape, dy.dev, dy.dtype),

@@ -103,6 +103,11 @@ class CTensor:
     def write(self, value: Any) -> None:
         """Write `value` (a tree, tensor or number of this shape) into this CTensor's tensor in
         place, after materialising every live lazy CTensor that reads it."""
+        self.writable()[:] = value
+
+    def writable(self) -> EngineTensor:
+        """This CTensor's tensor, for an op to update in place: every live lazy CTensor that
+        reads it is materialised first (it keeps the value it was built from)."""
         target = self.materialize()
         readers = getattr(target._original_base, "_sg_readers", None)
         if readers:
@@ -111,7 +116,7 @@ class CTensor:
                 if reader is not None and reader is not self and reader.lazy:
                     reader.materialize()
             readers.clear()
-        target[:] = value
+        return target
 
     def to_numpy(self) -> np.ndarray:
         return self.materialize().get().reshape(self.lshape)

@@ -1,4 +1,5 @@
-"""Numba kernels for convolution and pooling on neon's batch-innermost layouts.
+"""Numba kernels for convolution and pooling on neon's batch-innermost layouts, and batch norm's
+per-channel sums (last section).
 
 Imported only by nn.py, inside the ops, where numba is installed. Arrays: input I
 (C, D, H, W, N), filters F (C, T, R, S, K), output O (K, M, P, Q, N); `g` is the layer's
@@ -416,6 +417,118 @@ def fprop_pool(I, O, argmax, is_max, beta, J, T, R, S, g):
                     argmax[k, m, p, q, n] = where[n]
 
 
+# Pooling of C independent (H, W) planes: a batch of one over windows of one channel and depth
+# (J = T = 1, D = 1), as the SINGA front end pools an NCHW tensor's N*C images without copying
+# them. A batch loop of one cannot carry the work (branchy scalar code ran ~10x slower), so a
+# task takes a block of LANES consecutive planes, lays it out (H, W, LANES) in a local buffer and
+# runs the batch-innermost loops of fprop_pool / bprop_pool over the block's planes.
+LANES = 32
+
+
+@njit(cache=True, inline="always")
+def _block_in(X, I, c0, n):
+    """X (A, B, LANES) = planes c0 .. c0 + n of I (C, A, B); lanes past n zero."""
+    if n < LANES:
+        X[:] = 0.0
+    for j in range(n):
+        plane = I[c0 + j]
+        for a in range(X.shape[0]):
+            for b in range(X.shape[1]):
+                X[a, b, j] = plane[a, b]
+
+
+@njit(parallel=True, cache=True)
+def fprop_pool_planes(I, O, argmax, is_max, beta, R, S, g):
+    """fprop_pool of the planes I (C, H, W) into O and argmax (C, P, Q); results as fprop_pool's
+    on (C, 1, H, W, 1)."""
+    C, H, W = I.shape
+    P, Q = O.shape[1], O.shape[2]
+    ph, pw, sh, sw = g[2], g[3], g[6], g[7]
+    keep = is_max and argmax.shape[0] == C
+    for block in prange((C + LANES - 1) // LANES):
+        c0 = block * LANES
+        n = min(LANES, C - c0)
+        X = np.empty((H, W, LANES), I.dtype)
+        _block_in(X, I, c0, n)
+        Y = np.empty((P, Q, LANES), np.float64)
+        A = np.zeros((P, Q, LANES), np.int32)
+        for p in range(P):
+            r0, r1 = _taps(p, sh, ph, 1, H, R)
+            for q in range(Q):
+                s0, s1 = _taps(q, sw, pw, 1, W, S)
+                best, where = Y[p, q], A[p, q]
+                best[:] = -np.inf if is_max else 0.0
+                for r in range(r0, r1):
+                    for s in range(s0, s1):
+                        row = X[p * sh - ph + r, q * sw - pw + s]
+                        if is_max:
+                            index = r * S + s
+                            for j in range(LANES):
+                                v = row[j]  # a NaN wins (and stays), as numpy's max
+                                if v > best[j] or (v != v and best[j] == best[j]):
+                                    best[j] = v
+                                    where[j] = index
+                        else:
+                            for j in range(LANES):
+                                best[j] += row[j]
+                if not is_max:
+                    scale = 1.0 / ((r1 - r0) * (s1 - s0))
+                    for j in range(LANES):
+                        best[j] *= scale
+        for j in range(n):
+            out = O[c0 + j]
+            for p in range(P):
+                for q in range(Q):
+                    out[p, q] = Y[p, q, j] + beta * out[p, q] if beta != 0.0 else Y[p, q, j]
+            if keep:
+                arg = argmax[c0 + j]
+                for p in range(P):
+                    for q in range(Q):
+                        arg[p, q] = A[p, q, j]
+
+
+@njit(parallel=True, cache=True)
+def bprop_pool_planes(E, G, argmax, is_max, alpha, beta, R, S, g):
+    """bprop_pool for fprop_pool_planes' layers: G (C, H, W) = alpha * (E (C, P, Q) sent back
+    to each max's position, or spread over each window's valid positions) + beta * G, the sums
+    in float64."""
+    C, H, W = G.shape
+    P, Q = E.shape[1], E.shape[2]
+    ph, pw, sh, sw = g[2], g[3], g[6], g[7]
+    for block in prange((C + LANES - 1) // LANES):
+        c0 = block * LANES
+        n = min(LANES, C - c0)
+        D = np.empty((P, Q, LANES), E.dtype)
+        _block_in(D, E, c0, n)
+        A = np.empty((P, Q, LANES), argmax.dtype)
+        if is_max:
+            _block_in(A, argmax, c0, n)
+        acc = np.zeros((H, W, LANES), np.float64)
+        for p in range(P):
+            r0, r1 = _taps(p, sh, ph, 1, H, R)
+            for q in range(Q):
+                s0, s1 = _taps(q, sw, pw, 1, W, S)
+                err, arg = D[p, q], A[p, q]
+                scale = 1.0 / ((r1 - r0) * (s1 - s0))
+                for r in range(r0, r1):
+                    for s in range(s0, s1):
+                        dst = acc[p * sh - ph + r, q * sw - pw + s]
+                        if is_max:
+                            index = r * S + s
+                            for j in range(LANES):
+                                if arg[j] == index:
+                                    dst[j] += err[j]
+                        else:
+                            for j in range(LANES):
+                                dst[j] += scale * err[j]
+        for j in range(n):
+            out = G[c0 + j]
+            for h in range(H):
+                for w in range(W):
+                    out[h, w] = alpha * acc[h, w, j] + beta * out[h, w] if beta != 0.0 \
+                        else alpha * acc[h, w, j]
+
+
 @njit(parallel=True, cache=True)
 def bprop_pool(E, G, argmax, is_max, alpha, beta, J, T, R, S, g):
     """G = alpha * (errors routed back through the pooling) + beta * G; one (c, d, h) input row
@@ -466,3 +579,51 @@ def bprop_pool(E, G, argmax, is_max, alpha, beta, J, T, R, S, g):
             for n in range(N):
                 out[w, n] = alpha * acc[w, n] + beta * out[w, n] if beta != 0.0 \
                     else alpha * acc[w, n]
+
+
+# ---------------------------------------------------------------------------------------------
+# batch norm: per-channel sums over x (A, C, B), a channel a task, in float64
+# ---------------------------------------------------------------------------------------------
+
+@njit(parallel=True, cache=True, fastmath=_DOT)
+def batch_moments(x, mean, var, inv, eps, rmean, rvar, keep, take_mean, take_var):
+    """mean[c], the biased var[c] and inv[c] = 1 / sqrt(var[c] + eps) over x[:, c, :]; where
+    rmean / rvar have C entries, rmean = rmean * keep + mean * take_mean (rvar alike)."""
+    A, C, B = x.shape
+    n = A * B
+    for c in prange(C):
+        total = 0.0
+        for a in range(A):
+            row = x[a, c]
+            for b in range(B):
+                total += row[b]
+        m = total / n
+        sq = 0.0
+        for a in range(A):
+            row = x[a, c]
+            for b in range(B):
+                d = row[b] - m
+                sq += d * d
+        v = sq / n
+        mean[c], var[c], inv[c] = m, v, 1.0 / np.sqrt(v + eps)
+        if rmean.shape[0] == C:
+            rmean[c] = rmean[c] * keep + m * take_mean
+        if rvar.shape[0] == C:
+            rvar[c] = rvar[c] * keep + v * take_var
+
+
+@njit(parallel=True, cache=True, fastmath=_DOT)
+def batch_grad_sums(dy, x, mean, inv, dgamma, dbeta):
+    """dbeta[c] = sum of dy[:, c, :]; dgamma[c] = sum of dy * (x - mean[c]) * inv[c] there."""
+    A, C, B = x.shape
+    for c in prange(C):
+        m = np.float64(mean[c])
+        total = 0.0
+        cross = 0.0
+        for a in range(A):
+            g, row = dy[a, c], x[a, c]
+            for b in range(B):
+                total += g[b]
+                cross += g[b] * (row[b] - m)
+        dbeta[c] = total
+        dgamma[c] = cross * inv[c]

@@ -26,6 +26,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import threading
 import time
 from typing import Any, Callable
 
@@ -261,6 +262,12 @@ class NNOpsMixin:
         if kernels is None or layer.op == "l2":
             result = fprop_pool_numpy(layer, i, am)
             out[...] = result + beta * out if beta else result
+        elif _planes(layer):
+            C, (_, H, W), (_, P, Q) = layer.C, layer.DHW, layer.MPQ
+            kernels.fprop_pool_planes(i.reshape(C, H, W), out.reshape(C, P, Q),
+                                      _empty3(np.int32) if am is None else am.reshape(C, P, Q),
+                                      layer.op == "max", float(beta), *layer.JTRS[2:],
+                                      layer.geometry)
         else:
             kernels.fprop_pool(i, out, _empty5(np.int32) if am is None else am,
                                layer.op == "max", float(beta), *layer.JTRS, layer.geometry)
@@ -287,6 +294,12 @@ class NNOpsMixin:
         if kernels is None:
             result = alpha * bprop_pool_numpy(layer, e, am)
             out[...] = result + beta * out if beta else result
+        elif _planes(layer):
+            C, (_, H, W), (_, P, Q) = layer.C, layer.DHW, layer.MPQ
+            kernels.bprop_pool_planes(e.reshape(C, P, Q), out.reshape(C, H, W),
+                                      _empty3(np.int32) if am is None else am.reshape(C, P, Q),
+                                      layer.op == "max", float(alpha), float(beta),
+                                      *layer.JTRS[2:], layer.geometry)
         else:
             kernels.bprop_pool(e, out, _empty5(np.int32) if am is None else am,
                                layer.op == "max", float(alpha), float(beta), *layer.JTRS,
@@ -323,6 +336,32 @@ class NNOpsMixin:
             value = value + accumbeta * y
         y[:] = self.maximum(value, 0) if relu else value
 
+    def batch_moments(self, x: Any, mean: Any, var: Any, inv: Any, eps: float,
+                      running: tuple | None = None, keep: float = 1.0,
+                      take: tuple = (0.0, 0.0)) -> None:
+        """Backend.batch_moments as one kernel (float64 sums, in place), where every operand is a
+        CPU tensor of x's float32/64 dtype that a flat view reaches (x a C-ordered 3-D one);
+        else the op-trees."""
+        ops = _flat_operands(x, (mean, var, inv) + (tuple(running) if running else ()))
+        kernels = _kernels()
+        if ops is None or kernels is None:
+            return super().batch_moments(x, mean, var, inv, eps, running, keep, take)
+        a, (m, v, i, *r) = ops
+        none = np.zeros(0, a.dtype)
+        kernels.batch_moments(a, m, v, i, float(eps), r[0] if r else none, r[1] if r else none,
+                              float(keep), float(take[0]), float(take[1]))
+
+    def batch_grad_sums(self, dy: Any, x: Any, mean: Any, inv: Any, dgamma: Any,
+                        dbeta: Any) -> None:
+        """Backend.batch_grad_sums as one kernel, on the terms of batch_moments'."""
+        ops = _flat_operands(x, (mean, inv, dgamma, dbeta))
+        g = _flat_operands(dy, ())
+        kernels = _kernels()
+        if ops is None or g is None or kernels is None or g[0].shape != ops[0].shape or \
+                g[0].dtype != ops[0].dtype:
+            return super().batch_grad_sums(dy, x, mean, inv, dgamma, dbeta)
+        kernels.batch_grad_sums(g[0], ops[0], *ops[1])
+
     def compound_bprop_bn(self, delta_out: Any, grad_gamma: Any, grad_beta: Any, delta_in: Any,
                           x: Any, xsum: Any, xvar: Any, gamma: Any, eps: float,
                           binary: bool = False, layer: Any = None) -> None:
@@ -341,6 +380,26 @@ class NNOpsMixin:
         grad_beta[:] = self.sum(delta_in, axis=1)
         delta_out[:] = gamma * inv_std * (delta_in - (xhat * grad_gamma + grad_beta)
                                           * (1.0 / x.shape[1]))
+
+
+def _flat_operands(x: Any, stats: tuple) -> tuple | None:
+    """(x's array, flat views of the stats' arrays) where x is a C-ordered 3-D float32/64 CPU
+    tensor and every stat a CPU tensor of its dtype whose array has a flat view of C elements;
+    None otherwise (the caller takes the op-trees)."""
+    host = getattr(x, "_host", None)
+    a = host() if host is not None else None
+    if a is None or a.ndim != 3 or not a.flags.c_contiguous or a.dtype.kind != "f" or \
+            a.dtype.itemsize < 4:
+        return None
+    flat = []
+    for t in stats:
+        host = getattr(t, "_host", None)
+        s = host() if host is not None else None
+        if s is None or s.dtype != a.dtype or s.size != a.shape[1] or \
+                not s.flags.c_contiguous:
+            return None
+        flat.append(s.reshape(-1))
+    return a, flat
 
 
 # ---------------------------------------------------------------------------------------------
@@ -374,6 +433,17 @@ def _check_bn(op: str, x: Any, full: tuple, rows: tuple) -> None:
 
 def _empty5(dtype: Any) -> np.ndarray:
     return np.zeros((0, 1, 1, 1, 1), dtype)
+
+
+def _empty3(dtype: Any) -> np.ndarray:
+    return np.zeros((0, 1, 1), dtype)
+
+
+def _planes(layer: PoolLayer) -> bool:
+    """A batch of one pooled plane by plane (J = T = 1, D = 1): the kernels over (H, W) planes
+    (an NCHW tensor's images taken as N*C channels of a batch of one, as the SINGA front end
+    pools), where the batch-innermost kernels would run loops of one."""
+    return layer.N == 1 and layer.JTRS[:2] == (1, 1) and layer.D == 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -463,12 +533,29 @@ def _update_im2col(layer: ConvLayer, I: np.ndarray, E: np.ndarray, U: np.ndarray
 
 
 def _pad(a: np.ndarray, pads: tuple) -> np.ndarray:
-    """A zero-padded copy of a (C, D, H, W, N) array (pads for D, H, W)."""
+    """A zero-padded copy of a (C, D, H, W, N) array (pads for D, H, W), for the kernel call at
+    hand only: up to PAD_SCRATCH_MAX bytes it is this thread's scratch buffer of that shape,
+    whose border stays zero (only the interior is ever written), so a small convolution does
+    not pay a fresh zeroed buffer (page faults) each call."""
     C, D, H, W, N = a.shape
     (pd, ph, pw) = pads
-    out = np.zeros((C, D + 2 * pd, H + 2 * ph, W + 2 * pw, N), a.dtype)
+    shape = (C, D + 2 * pd, H + 2 * ph, W + 2 * pw, N)
+    if math.prod(shape) * a.itemsize > PAD_SCRATCH_MAX:
+        out = np.zeros(shape, a.dtype)
+    else:
+        scratch = _SCRATCH.__dict__.setdefault("pads", {})
+        key = (shape, a.dtype.str, pads)
+        out = scratch.get(key)
+        if out is None:
+            if len(scratch) >= 16:
+                scratch.clear()
+            out = scratch[key] = np.zeros(shape, a.dtype)
     out[:, pd:pd + D, ph:ph + H, pw:pw + W] = a
     return out
+
+
+PAD_SCRATCH_MAX = 4 << 20
+_SCRATCH = threading.local()
 
 
 def _tap_offsets(padded_shape: tuple, taps: tuple, dilation: tuple) -> np.ndarray:
