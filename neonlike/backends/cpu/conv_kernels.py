@@ -437,10 +437,29 @@ def _block_in(X, I, c0, n):
                 X[a, b, j] = plane[a, b]
 
 
-@njit(parallel=True, cache=True)
+@njit(cache=True, inline="always")
+def _pool_taps(best, where, xs, index, is_max):
+    """One window tap over a run of lanes: best takes xs (max: where it is larger, or a NaN over
+    a number, recording `index` in where; average: added). Runs are sliced by the caller, so
+    the loop indexes from 0 and vectorises (an offset index carries a negative-index check
+    per element that stops it: ~9x slower)."""
+    for k in range(best.shape[0]):
+        v = xs[k]
+        if is_max:
+            b = best[k]
+            if v > b or (v != v and b == b):  # a NaN wins (and stays), as numpy's max
+                best[k] = v
+                where[k] = index
+        else:
+            best[k] += v
+
+
+@njit(parallel=True, cache=True, fastmath=_FMA)
 def fprop_pool_planes(I, O, argmax, is_max, beta, R, S, g):
     """fprop_pool of the planes I (C, H, W) into O and argmax (C, P, Q); results as fprop_pool's
-    on (C, 1, H, W, 1)."""
+    on (C, 1, H, W, 1). An output row p of a block is one (Q, LANES) buffer; each tap (r, s) in
+    index order updates it, at stride 1 as one loop over the (q, lane) run it covers. The max
+    keeps I's dtype (exact); the average sums in float64."""
     C, H, W = I.shape
     P, Q = O.shape[1], O.shape[2]
     ph, pw, sh, sw = g[2], g[3], g[6], g[7]
@@ -450,83 +469,95 @@ def fprop_pool_planes(I, O, argmax, is_max, beta, R, S, g):
         n = min(LANES, C - c0)
         X = np.empty((H, W, LANES), I.dtype)
         _block_in(X, I, c0, n)
-        Y = np.empty((P, Q, LANES), np.float64)
-        A = np.zeros((P, Q, LANES), np.int32)
+        Xf = X.reshape(H, W * LANES)
+        Ym = np.empty((P, Q * LANES) if is_max else (0, 0), I.dtype)
+        Ys = np.empty((0, 0) if is_max else (P, Q * LANES), np.float64)
+        A = np.zeros((P, Q * LANES), np.int32)
         for p in range(P):
             r0, r1 = _taps(p, sh, ph, 1, H, R)
-            for q in range(Q):
-                s0, s1 = _taps(q, sw, pw, 1, W, S)
-                best, where = Y[p, q], A[p, q]
-                best[:] = -np.inf if is_max else 0.0
-                for r in range(r0, r1):
-                    for s in range(s0, s1):
-                        row = X[p * sh - ph + r, q * sw - pw + s]
+            if is_max:
+                Ym[p] = -np.inf
+            else:
+                Ys[p] = 0.0
+            for r in range(r0, r1):
+                xrow = Xf[p * sh - ph + r]
+                for s in range(S):
+                    q0, q1, w0 = _outs(W, sw, pw, 1, s, Q)
+                    index = r * S + s
+                    # at stride 1 the run of q0 .. q1 is one loop; else a loop a q
+                    runs = 1 if sw == 1 else q1 - q0
+                    width = (q1 - q0) * LANES if sw == 1 else LANES
+                    for q in range(q0, q0 + runs):
+                        dst, src = q * LANES, (w0 + q * sw) * LANES
+                        xs, where = xrow[src:src + width], A[p, dst:dst + width]
                         if is_max:
-                            index = r * S + s
-                            for j in range(LANES):
-                                v = row[j]  # a NaN wins (and stays), as numpy's max
-                                if v > best[j] or (v != v and best[j] == best[j]):
-                                    best[j] = v
-                                    where[j] = index
+                            _pool_taps(Ym[p, dst:dst + width], where, xs, index, True)
                         else:
-                            for j in range(LANES):
-                                best[j] += row[j]
-                if not is_max:
+                            _pool_taps(Ys[p, dst:dst + width], where, xs, index, False)
+            if not is_max:
+                for q in range(Q):
+                    s0, s1 = _taps(q, sw, pw, 1, W, S)
                     scale = 1.0 / ((r1 - r0) * (s1 - s0))
                     for j in range(LANES):
-                        best[j] *= scale
+                        Ys[p, q * LANES + j] *= scale
         for j in range(n):
             out = O[c0 + j]
             for p in range(P):
                 for q in range(Q):
-                    out[p, q] = Y[p, q, j] + beta * out[p, q] if beta != 0.0 else Y[p, q, j]
+                    v = Ym[p, q * LANES + j] if is_max else Ys[p, q * LANES + j]
+                    out[p, q] = v + beta * out[p, q] if beta != 0.0 else v
             if keep:
                 arg = argmax[c0 + j]
                 for p in range(P):
                     for q in range(Q):
-                        arg[p, q] = A[p, q, j]
+                        arg[p, q] = A[p, q * LANES + j]
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, fastmath=_FMA)
 def bprop_pool_planes(E, G, argmax, is_max, alpha, beta, R, S, g):
     """bprop_pool for fprop_pool_planes' layers: G (C, H, W) = alpha * (E (C, P, Q) sent back
     to each max's position, or spread over each window's valid positions) + beta * G, the sums
-    in float64."""
+    in float64; the taps run over (q, lane) runs as in fprop_pool_planes."""
     C, H, W = G.shape
     P, Q = E.shape[1], E.shape[2]
     ph, pw, sh, sw = g[2], g[3], g[6], g[7]
     for block in prange((C + LANES - 1) // LANES):
         c0 = block * LANES
         n = min(LANES, C - c0)
-        D = np.empty((P, Q, LANES), E.dtype)
+        D = np.empty((P, Q, LANES), np.float64)
         _block_in(D, E, c0, n)
-        A = np.empty((P, Q, LANES), argmax.dtype)
+        A = np.zeros((P, Q, LANES), argmax.dtype)
         if is_max:
             _block_in(A, argmax, c0, n)
-        acc = np.zeros((H, W, LANES), np.float64)
+        else:       # each error divided by its window's count of valid positions
+            for p in range(P):
+                r0, r1 = _taps(p, sh, ph, 1, H, R)
+                for q in range(Q):
+                    s0, s1 = _taps(q, sw, pw, 1, W, S)
+                    D[p, q] *= 1.0 / ((r1 - r0) * (s1 - s0))
+        Df, Af = D.reshape(P, Q * LANES), A.reshape(P, Q * LANES)
+        acc = np.zeros((H, W * LANES), np.float64)
         for p in range(P):
             r0, r1 = _taps(p, sh, ph, 1, H, R)
-            for q in range(Q):
-                s0, s1 = _taps(q, sw, pw, 1, W, S)
-                err, arg = D[p, q], A[p, q]
-                scale = 1.0 / ((r1 - r0) * (s1 - s0))
-                for r in range(r0, r1):
-                    for s in range(s0, s1):
-                        dst = acc[p * sh - ph + r, q * sw - pw + s]
-                        if is_max:
-                            index = r * S + s
-                            for j in range(LANES):
-                                if arg[j] == index:
-                                    dst[j] += err[j]
-                        else:
-                            for j in range(LANES):
-                                dst[j] += scale * err[j]
+            for r in range(r0, r1):
+                row = acc[p * sh - ph + r]
+                for s in range(S):
+                    q0, q1, w0 = _outs(W, sw, pw, 1, s, Q)
+                    index = r * S + s
+                    runs = 1 if sw == 1 else q1 - q0
+                    width = (q1 - q0) * LANES if sw == 1 else LANES
+                    for q in range(q0, q0 + runs):
+                        src, dst = q * LANES, (w0 + q * sw) * LANES
+                        err, arg = Df[p, src:src + width], Af[p, src:src + width]
+                        out = row[dst:dst + width]
+                        for k in range(width):   # branch-free: it vectorises
+                            out[k] += err[k] if not is_max or arg[k] == index else 0.0
         for j in range(n):
             out = G[c0 + j]
             for h in range(H):
                 for w in range(W):
-                    out[h, w] = alpha * acc[h, w, j] + beta * out[h, w] if beta != 0.0 \
-                        else alpha * acc[h, w, j]
+                    v = alpha * acc[h, w * LANES + j]
+                    out[h, w] = v + beta * out[h, w] if beta != 0.0 else v
 
 
 @njit(parallel=True, cache=True)
