@@ -796,7 +796,9 @@ def test_auto_small_and_copied_operands_are_not_timed(auto, rng, monkeypatch):
     (1e-3, 0.90e-3, False, "numpy"),   # 10% faster, no pool left spinning
     (1e-3, 0.97e-3, False, "mkl"),     # within the 5% margin: a tie goes to MKL
     (1e-3, 0.50e-3, True, "mkl"),      # faster, but OpenBLAS's pool spins on after it
-    (20e-3, 15e-3, True, "numpy"),     # ... unless the call is long (SPIN_OK_S = 5 ms)
+    (20e-3, 14e-3, True, "numpy"),     # ... unless the call is long (SPIN_OK_S = 5 ms) and
+    (20e-3, 16e-3, True, "mkl"),       # numpy's saving large (SPIN_MARGIN = 0.75)
+    (20e-3, 18e-3, False, "numpy"),    # a long call that leaves no spin: the 5% margin
     (None, 0.1e-3, False, "mkl"),      # MKL's warm-up call over SLOW_RUN_S
     (1e-3, None, False, "mkl")])
 def test_auto_verdict(monkeypatch, mkl_best, numpy_best, spinning, want):
@@ -804,10 +806,10 @@ def test_auto_verdict(monkeypatch, mkl_best, numpy_best, spinning, want):
     monkeypatch.setattr(G, "_best_of", lambda run: mkl_best if run() == "mkl" else numpy_best)
     monkeypatch.setattr(G, "_spinning", lambda: spinning)
     monkeypatch.setattr(G, "SPIN_OK_S", 5e-3)
+    monkeypatch.setattr(G, "SPIN_MARGIN", 0.75)
     # a long call is judged by the medians of alternating calls (its own test below, on a fake
     # clock); here they are the given times
-    monkeypatch.setattr(G, "_by_medians", lambda run_mkl, run_numpy: "numpy" if numpy_best <
-                        G.NUMPY_MARGIN * mkl_best else "mkl")
+    monkeypatch.setattr(G, "_medians", lambda run_mkl, run_numpy: (mkl_best, numpy_best))
     assert G._time_paths(runs["mkl"], runs["numpy"]) == want
 
 
@@ -948,3 +950,7 @@ def test_auto_judges_long_calls_by_their_medians(monkeypatch):
     # short calls keep the best-of rule (and its spin check)
     assert G._time_paths(runs([0.001] * 4), runs([0.0009] * 4)) == "numpy"
     assert G._time_paths(runs([0.001] * 4), runs([0.00099] * 4)) == "mkl"
+    # a long numpy call that leaves its pool spinning must save over a quarter of MKL's time
+    monkeypatch.setattr(G, "_spinning", lambda: True)
+    assert G._time_paths(runs([0.016] * 9), runs([0.013] * 9)) == "mkl"
+    assert G._time_paths(runs([0.016] * 9), runs([0.011] * 9)) == "numpy"

@@ -324,3 +324,55 @@ def test_trains_in_a_model(make, head):
               cost=GeneralizedCost(MeanSquared()), callbacks=None)
     mse = np.mean((model.get_outputs(data)[:len(y)] - y) ** 2)
     assert mse < 0.1 * y.var()
+
+
+# ---------------------------------------------------------------- the CPU's fused LSTM sequence
+@pytest.mark.parametrize("steps", [1, 6])
+@pytest.mark.parametrize("cls", [LSTM, BiLSTM])
+def test_float32_lstm_runs_its_steps_as_one_kernel(monkeypatch, cls, steps):
+    """float32 LSTM / BiLSTM (the backward half's steps run right to left) take the CPU's fused
+    sequence kernels, with a starting state and carried state; values and gradients match the
+    float64 layer (the per-step path, checked against central differences above) to float32
+    precision, and the kernels are the ones that ran."""
+    from neonlike.backends.cpu import rnn as cpu_rnn
+    from neonlike.backends.cpu import gemm as cpu_gemm
+    if cpu_rnn._kernels() is None or cpu_gemm.mkl_kernel_pointers() is None:
+        pytest.skip("the fused sequence needs numba and MKL")
+    ran = []
+    plan = cpu_rnn._sequence_plan
+
+    def spy(*args):
+        found = plan(*args)
+        ran.append((args[2][0], found is not None))
+        return found
+    monkeypatch.setattr(cpu_rnn, "_sequence_plan", spy)
+    rng = np.random.default_rng(7)
+    nin, nout, n = 6, 16, 3
+    layers = {}
+    for dt in (np.float64, np.float32):
+        be = gen_backend("cpu", datatype=dt, batch_size=n, rng_seed=0)
+        layer = cls(nout, Gaussian(scale=0.4), activation=Tanh(), gate_activation=Logistic())
+        layers[dt] = (be, build(layer, nin=nin, steps=steps))
+    be64, l64 = layers[np.float64]
+    be32, l32 = layers[np.float32]
+    l32.W.set(l64.W.get().astype(np.float32))
+    x = rng.normal(size=(nin, steps * n))
+    R = rng.normal(size=(l64.outputs.shape[0], steps * n))
+    for _ in range(2):          # the second call starts from the carried state
+        out64 = l64.fprop(be64.array(x)).get()
+        ran.clear()
+        out32 = l32.fprop(be32.array(x.astype(np.float32))).get()
+        assert ran == [("ifog", True)] * (2 if cls is BiLSTM else 1)
+        np.testing.assert_allclose(out32, out64, rtol=1e-4, atol=1e-5)
+        dx64 = l64.bprop(be64.array(R)).get()
+        ran.clear()
+        dx32 = l32.bprop(be32.array(R.astype(np.float32))).get()
+        assert ran == [("dh", True)] * (2 if cls is BiLSTM else 1)
+        np.testing.assert_allclose(dx32, dx64, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(l32.dW.get(), l64.dW.get(), rtol=1e-4, atol=1e-4)
+    if cls is LSTM:
+        h0 = rng.normal(size=(nout, n))
+        out64 = l64.fprop(be64.array(x), init_state=be64.array(h0)).get()
+        out32 = l32.fprop(be32.array(x.astype(np.float32)),
+                          init_state=be32.array(h0.astype(np.float32))).get()
+        np.testing.assert_allclose(out32, out64, rtol=1e-4, atol=1e-5)

@@ -53,6 +53,38 @@ class RNNOpsMixin:
             if delta_prev is not None:
                 self.compound_dot(W_recur, delta, delta_prev, beta=1.0)
 
+    def compound_lstm_fprop_steps(self, W_recur: Any, S: dict, activation: Any,
+                                  gate_activation: Any) -> None:
+        """Every step of an LSTM layer's fprop, in the order of S's lists (per-step views, as
+        neonlike.layers.recurrent makes them: ifog, c_prev, c, c_act, h_prev, h): ifog[k] +=
+        W_recur @ h_prev[k], then compound_lstm_fprop_step. A device may run them as one
+        kernel."""
+        n = W_recur.shape[1]
+        for k in range(len(S["h"])):
+            self.compound_dot(W_recur, S["h_prev"][k], S["ifog"][k], beta=1.0)
+            self.compound_lstm_fprop_step(S["ifog"][k], S["c_prev"][k], S["c"][k],
+                                          S["c_act"][k], S["h"][k], activation,
+                                          gate_activation, n)
+
+    def compound_lstm_bprop_steps(self, W_recur_T: Any, S: dict, activation: Any,
+                                  gate_activation: Any, h0_err: Any, c0_err: Any) -> None:
+        """Every step of an LSTM layer's bprop, the last of S's lists first. S["dh"] holds the
+        errors of the outputs on entry; leaves the pre-activation gate errors in S["ifog_d"]
+        (S["c_d"]: the cells'), and the errors of the starting state in h0_err, c0_err."""
+        n, last = W_recur_T.shape[0], len(S["h"]) - 1
+        for k in reversed(range(last + 1)):
+            if k < last:
+                self.compound_dot(W_recur_T, S["ifog_d"][k + 1], S["dh"][k], beta=1.0)
+            nxt = (None, None) if k == last else (S["c_d"][k + 1], S["f"][k + 1])
+            self.compound_lstm_bprop_step(S["dh"][k], S["c_d"][k], nxt[0], nxt[1], S["ifog"][k],
+                                          S["c_prev"][k], S["c_act"][k], S["ifog_d"][k],
+                                          activation, gate_activation, n)
+        self._lstm_start_errors(W_recur_T, S, h0_err, c0_err)
+
+    def _lstm_start_errors(self, W_recur_T: Any, S: dict, h0_err: Any, c0_err: Any) -> None:
+        self.compound_dot(W_recur_T, S["ifog_d"][0], h0_err)
+        c0_err[:] = S["c_d"][0] * S["f"][0]
+
     def compound_lstm_fprop_step(self, ifog: Any, c_prev: Any, c: Any, c_act: Any, h: Any,
                                  activation: Any, gate_activation: Any, nout: int) -> None:
         """One LSTM step after its GEMMs: ifog (4 * nout, bsz) holds the pre-activations of the

@@ -114,26 +114,14 @@ class _Gates:
 # ---------------------------------------------------------------------------------------------
 
 def _lstm_fprop(be: Any, W_recur: Any, S: dict, act: Any, gate: Any) -> None:
-    n = W_recur.shape[1]
-    for k in range(len(S["h"])):
-        be.compound_dot(W_recur, S["h_prev"][k], S["ifog"][k], beta=1.0)
-        be.compound_lstm_fprop_step(S["ifog"][k], S["c_prev"][k], S["c"][k], S["c_act"][k],
-                                    S["h"][k], act, gate, n)
+    be.compound_lstm_fprop_steps(W_recur, S, act, gate)
 
 
 def _lstm_bprop(be: Any, W_recur_T: Any, S: dict, act: Any, gate: Any, h0_err: Any,
                 c0_err: Any) -> None:
     """S["dh"] holds the errors of the outputs on entry; leaves the pre-activation gate errors in
     S["ifog_d"] and the errors of the starting state in h0_err, c0_err."""
-    n, last = W_recur_T.shape[0], len(S["h"]) - 1
-    for k in reversed(range(last + 1)):
-        if k < last:
-            be.compound_dot(W_recur_T, S["ifog_d"][k + 1], S["dh"][k], beta=1.0)
-        nxt = (None, None) if k == last else (S["c_d"][k + 1], S["f"][k + 1])
-        be.compound_lstm_bprop_step(S["dh"][k], S["c_d"][k], nxt[0], nxt[1], S["ifog"][k],
-                                    S["c_prev"][k], S["c_act"][k], S["ifog_d"][k], act, gate, n)
-    be.compound_dot(W_recur_T, S["ifog_d"][0], h0_err)
-    c0_err[:] = S["c_d"][0] * S["f"][0]
+    be.compound_lstm_bprop_steps(W_recur_T, S, act, gate, h0_err, c0_err)
 
 
 def _lstm_lists(ifog: list, ifog_d: list | None, nout: int) -> dict:

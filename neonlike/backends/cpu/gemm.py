@@ -59,7 +59,9 @@ SLOW_RUN_S = 0.05        # a warm-up call slower than this ends the timing and k
 QUIET_S = 0.003          # pause between the two paths' runs (MKL's TBB workers spin ~1 ms)
 NUMPY_MARGIN = 0.95      # numpy is chosen when it takes under 95% of MKL's time ...
 SPIN_PROBE_S = 0.005     # ... and leaves no thread spinning over this long after its calls,
-SPIN_OK_S = 0.005        # unless one call takes this long (see _time_paths)
+SPIN_OK_S = 0.005        # unless one call takes this long (see _time_paths) ...
+SPIN_MARGIN = 0.75       # ... and numpy takes under 75% of MKL's time
+SETTLE_S = 0.2           # longest wait for a spinning pool to stop before timing a class
 LONG_RUNS = 5            # calls of each path, alternating, whose medians decide for long calls
 MAX_CHOICES = 1024       # remembered shape classes (the oldest is dropped when full)
 
@@ -178,6 +180,7 @@ class _MKL:
         enum, ptr, i = ctypes.c_int, ctypes.c_void_p, integer
         self.gemm: dict[int, Any] = {}
         self.batch: dict[int, Any] = {}
+        self.pointers: tuple | None = None     # mkl_kernel_pointers(), made on first use
         for size, prefix, real in ((4, "s", ctypes.c_float), (8, "d", ctypes.c_double)):
             fn = getattr(lib, f"cblas_{prefix}gemm{suffix}")
             fn.argtypes = [enum, enum, enum, i, i, i, real, ptr, i, ptr, i, real, ptr, i]
@@ -313,6 +316,26 @@ def set_backend(name: str | None) -> str | None:
                 _State.forced, _State.resolved = previous, None
             raise
     return previous
+
+
+def mkl_kernel_pointers() -> tuple | None:
+    """(sgemm, set_threads_local) for Numba kernels that call MKL themselves: ctypes function
+    pointers of the bound cblas_sgemm (its integer width included) and of
+    MKL_Set_Num_Threads_Local (int -> previous int). None where gemm does not take MKL (not
+    installed, or NEONLIKE_GEMM / set_backend chose 'numpy')."""
+    if backend_name() == "numpy" or _State.mkl is None:
+        return None
+    mkl = _State.mkl
+    if mkl.pointers is None:
+        fn = mkl.gemm[4]
+        local = getattr(mkl.lib, "MKL_Set_Num_Threads_Local", None)
+        if local is None:
+            return None
+        addr = ctypes.c_void_p
+        mkl.pointers = (
+            ctypes.CFUNCTYPE(None, *fn.argtypes)(ctypes.cast(fn, addr).value),
+            ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(ctypes.cast(local, addr).value))
+    return mkl.pointers
 
 
 def mkl_library_path() -> str | None:
@@ -704,10 +727,19 @@ def _spinning() -> bool:
     return time.process_time() - cpu > 0.3 * (time.perf_counter() - wall)
 
 
+def _settle() -> None:
+    """Wait (up to SETTLE_S) while a BLAS pool spins: a worker OpenBLAS left spinning after the
+    last class's numpy trial took one core of two from the next class's MKL timing, which then
+    read ~2x slow (1024x256x2048: 8.5-9.2 against 4.4 ms) and sent the class to numpy."""
+    for _ in range(round(SETTLE_S / SPIN_PROBE_S)):   # (each probe sleeps SPIN_PROBE_S)
+        if not _spinning():
+            return
+
+
 def _time_paths(run_mkl: Callable[[], Any], run_numpy: Callable[[], Any]) -> str:
-    """'numpy' where its best call takes under NUMPY_MARGIN of MKL's and either leaves no thread
-    spinning after it or takes SPIN_OK_S or more; else 'mkl' (also when a call is too slow to
-    time).
+    """'numpy' where its calls take under NUMPY_MARGIN of MKL's and leave no thread spinning
+    after them, or, for a long call (SPIN_OK_S or more), under SPIN_MARGIN of MKL's where they
+    do; else 'mkl' (also when a call is too slow to time).
 
     Each path runs its calls back to back after a warm-up call (caches filled, its pool awake),
     as a class's calls do once chosen: MKL first, then, after QUIET_S (MKL's TBB workers spin
@@ -715,36 +747,43 @@ def _time_paths(run_mkl: Callable[[], Any], run_numpy: Callable[[], Any]) -> str
     thread pool, OpenBLAS leaves a worker spinning on a core for ~65 ms, so in a training loop
     one of two cores is taken from numba's kernels and MKL (which share TBB's pool). mnist_mlp
     (bench_nn.py) ran an epoch in 0.32 s when its 100x784x128 weight-gradient GEMM went to
-    numpy on timing alone, 0.26 s on MKL. So a short call (under SPIN_OK_S) goes to numpy only
-    where OpenBLAS ran it on one thread (up to ~80^3 here); a long one, where the spin is small
-    beside the GEMMs themselves, to the faster. The 5% margin sends ties, within this machine's
-    noise, to MKL."""
+    numpy on timing alone, 0.26 s on MKL; an LSTM layer's pass (bench_rnn.py, 256 units, batch
+    32, 50 steps) 50 ms when its three ~4 ms weight and input-error GEMMs did, 35 ms on MKL:
+    the spin after a long call outlasts the call and stalls the parallel step kernels that
+    follow. So a short call goes to numpy only where OpenBLAS ran it on one thread (up to
+    ~80^3 here), a long one where numpy's saving is large (1024^3: 9.6 against 13.1 ms). The
+    5% margin sends ties, within this machine's noise, to MKL."""
+    _settle()
     mkl = _best_of(run_mkl)
     if mkl is None:
         return "mkl"   # too slow a machine to time this size: keep the MKL default
     if mkl >= SPIN_OK_S:
-        return _by_medians(run_mkl, run_numpy)
+        mkl, numpy = _medians(run_mkl, run_numpy)
+        return "numpy" if numpy < (SPIN_MARGIN if _spinning() else NUMPY_MARGIN) * mkl \
+            else "mkl"
     time.sleep(QUIET_S)
     numpy = _best_of(run_numpy)
-    if numpy is None or numpy >= NUMPY_MARGIN * mkl or (numpy < SPIN_OK_S and _spinning()):
+    if numpy is None or numpy >= NUMPY_MARGIN * mkl or _spinning():
         return "mkl"
     return "numpy"
 
 
-def _by_medians(run_mkl: Callable[[], Any], run_numpy: Callable[[], Any]) -> str:
-    """The verdict for long calls (SPIN_OK_S or more, warm): the median of LONG_RUNS calls of
-    each, alternating, numpy chosen under NUMPY_MARGIN of MKL's. A long call's time is what a
-    loop of them sees, and the fastest call says little of it on a shared machine: there MKL's
-    medians ran 1.2x its fastest calls (1024^3: 14.0 against 11.7 ms) where OpenBLAS's stayed
-    within 10% (11.5 against 10.4), so best-of-three kept MKL where numpy was 20% faster."""
+def _medians(run_mkl: Callable[[], Any], run_numpy: Callable[[], Any]) -> tuple[float, float]:
+    """(MKL's, numpy's) median of LONG_RUNS calls of each: the times of long calls (SPIN_OK_S or
+    more, warm), MKL's calls first, then, after QUIET_S, numpy's. A median is what a loop of
+    such calls sees (a shared machine's fastest call says little of it). Not alternating the
+    two: each MKL call then ran beside the worker OpenBLAS leaves spinning after a call
+    (~65 ms), on one core of two, and looked twice as slow as it is (1024x256x2048: 11.7 ms a
+    call alternating, 5.6-6.3 alone; numpy's 5.4)."""
     times: dict = {"mkl": [], "numpy": []}
-    for _ in range(LONG_RUNS):
-        for name, run in (("mkl", run_mkl), ("numpy", run_numpy)):
+    for name, run in (("mkl", run_mkl), ("numpy", run_numpy)):
+        if name == "numpy":
+            time.sleep(QUIET_S)
+        for _ in range(LONG_RUNS):
             start = time.perf_counter()
             run()
             times[name].append(time.perf_counter() - start)
-    mkl, numpy = (statistics.median(times[k]) for k in ("mkl", "numpy"))
-    return "numpy" if numpy < NUMPY_MARGIN * mkl else "mkl"
+    return statistics.median(times["mkl"]), statistics.median(times["numpy"])
 
 
 def _remember(key: tuple, path: str) -> None:

@@ -61,7 +61,9 @@ def _root(t: Any) -> tuple | bool:
 
 
 class CPURNNMixin:
-    """compound_lstm_fprop_step / compound_lstm_bprop_step as one kernel each."""
+    """compound_lstm_fprop_step / compound_lstm_bprop_step as one kernel each, and a layer's
+    whole sequence (compound_lstm_fprop_steps / compound_lstm_bprop_steps) as one kernel with
+    its recurrent GEMMs."""
 
     def compound_lstm_fprop_step(self, ifog: Any, c_prev: Any, c: Any, c_act: Any, h: Any,
                                  activation: Any, gate_activation: Any, nout: int) -> None:
@@ -86,3 +88,87 @@ class CPURNNMixin:
                                                     c_prev, c_act, ifog_delta, activation,
                                                     gate_activation, nout)
         k.lstm_bprop(*args[:12], has_next, *args[12:], nout, dh.shape[1])
+
+    # ---------------------------------------------------------------- whole sequences
+    def compound_lstm_fprop_steps(self, W_recur: Any, S: dict, activation: Any,
+                                  gate_activation: Any) -> None:
+        """Every step as one kernel with its recurrent GEMMs (rnn_kernels.lstm_fprop_seq), for
+        the standard float32 cell over step views a root and a column step reach; else the
+        per-step loop."""
+        plan = _sequence_plan(W_recur, S, ("ifog", "h", "c", "c_act"), False) \
+            if _standard(activation, gate_activation) else None
+        if plan is None:
+            return super().compound_lstm_fprop_steps(W_recur, S, activation, gate_activation)
+        k, ptrs, W, views, (h0, c0), T, N, tasks = plan
+        k.lstm_fprop_seq(*ptrs, W, *views[0], h0, c0, *views[1], *views[2], *views[3],
+                         W.shape[1], N, T, tasks)
+
+    def compound_lstm_bprop_steps(self, W_recur_T: Any, S: dict, activation: Any,
+                                  gate_activation: Any, h0_err: Any, c0_err: Any) -> None:
+        """Every step as one kernel (rnn_kernels.lstm_bprop_seq), where fprop's would run."""
+        plan = _sequence_plan(W_recur_T, S, ("dh", "c_d", "ifog", "c", "c_act", "ifog_d"),
+                              True) if _standard(activation, gate_activation) else None
+        if plan is None:
+            return super().compound_lstm_bprop_steps(W_recur_T, S, activation, gate_activation,
+                                                     h0_err, c0_err)
+        k, ptrs, W, views, (_, c0), T, N, tasks = plan
+        dh, cd, ifog, c, ca, ifd = views
+        k.lstm_bprop_seq(*ptrs, W, *dh, *cd, *ifog, c0, *c, *ca, *ifd, W.shape[1], N, T, tasks)
+        self._lstm_start_errors(W_recur_T, S, h0_err, c0_err)
+
+
+def _sequence_plan(W_recur: Any, S: dict, keys: tuple, transposed: bool) -> tuple | None:
+    """What lstm_fprop_seq / lstm_bprop_seq take, or None where they cannot run: MKL's kernel
+    pointers; W (4n, n) C-ordered float32 (W_recur itself, or the array under W_recur.T when
+    `transposed`); per key of S, (root, r0, c0, column step) of its step views; the starting
+    state h0, c0 as C-ordered float32 (n, N) arrays (h_prev and c_prev must be them, then h's and
+    c's steps); the step count, the batch and the task count. Checked once per S and kept."""
+    k = _kernels()
+    if k is None or len(S["h"]) == 0:
+        return None
+    from .gemm import mkl_kernel_pointers
+    ptrs = mkl_kernel_pointers()
+    W = getattr(W_recur, "_tensor", None)
+    if ptrs is None or W is None:
+        return None
+    W = W.T if transposed else W
+    if W.dtype != _F32 or W.ndim != 2 or not W.flags.c_contiguous or W.shape[0] != 4 * W.shape[1]:
+        return None
+    memo = S.setdefault("_sequence_plans", {})
+    found = memo.get(keys)
+    if found is None:
+        found = memo[keys] = _views_plan(S, keys, W.shape[1]) or False
+    if found is False:
+        return None
+    views, starts, T, N = found
+    import numba
+    return k, ptrs, W, views, starts, T, N, max(1, min(numba.get_num_threads(), W.shape[1]))
+
+
+def _views_plan(S: dict, keys: tuple, n: int) -> tuple | None:
+    h, c = S["h"], S["c"]
+    T, N = len(h), h[0].shape[1]
+    if any(S["h_prev"][t] is not h[t - 1] or S["c_prev"][t] is not c[t - 1]
+           for t in range(1, T)):
+        return None
+    starts = []
+    for t in (S["h_prev"][0], S["c_prev"][0]):
+        a = getattr(t, "_tensor", None)
+        if a is None or a.dtype != _F32 or a.shape != (n, N) or not a.flags.c_contiguous:
+            return None
+        starts.append(a)
+    views = []
+    for key in keys:
+        steps = S[key]
+        found = _roots(tuple(steps))
+        if found is None or any(s.shape[1] != N for s in steps):
+            return None
+        root, r0, c0 = found[0], found[1], found[2]
+        step = found[5] - c0 if T > 1 else N
+        for t in range(T):
+            rt, rr, rc = found[3 * t:3 * t + 3]
+            if rt.__array_interface__["data"][0] != root.__array_interface__["data"][0] or \
+                    rt.shape != root.shape or rr != r0 or rc != c0 + t * step:
+                return None
+        views.append((root, r0, c0, step))
+    return views, tuple(starts), T, N

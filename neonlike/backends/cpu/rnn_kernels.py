@@ -1,5 +1,6 @@
-"""Numba kernels of one LSTM step on neon's layouts (imported by backends/cpu/rnn.py when first
-used, where numba is installed).
+"""Numba kernels of the LSTM on neon's layouts (imported by backends/cpu/rnn.py when first used,
+where numba is installed): one step after its GEMM (lstm_fprop / lstm_bprop), and every step of
+a sequence with its recurrent GEMMs (lstm_fprop_seq / lstm_bprop_seq).
 
 Each operand is a step view given as (root, r0, c0): the C-ordered float32 2-D array it lies in
 and its first row and column there, so the batch loop runs over unit-stride memory that Numba
@@ -7,21 +8,30 @@ knows is contiguous and vectorises (a strided view's type would not); each row r
 loops over one or few operands, which vectorise where one loop over all of them does not.
 ifog holds the gates i, f, o, g in row blocks of n. The standard cell: gates Logistic, cell
 candidate and cell output Tanh.
+
+The sequence kernels take a whole layer's steps in one call: step t's view of an operand is at
+column c0 + t * cs of its root (cs = -N for the backward half of a BiLSTM). Each step is one
+parallel region whose tasks own a share of the hidden units: a task runs its units' rows of the
+recurrent GEMM (MKL's cblas_sgemm, called through the pointer `gemm`, single-threaded in the
+task through `local`, MKL_Set_Num_Threads_Local) and then their pointwise work, so the GEMM's
+output is used by the core that wrote it and no step pays a Python call, a thread pool wake-up
+or an MKL call of its own (the per-step loop spent ~2x the GEMM's own time around it).
 """
 from __future__ import annotations
 
-from numba import njit
+from numba import njit, prange
 
 from .vecmath import sig32, tanh32
 
 _FMA = {"contract"}
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
 
-@njit(cache=True, fastmath=_FMA)
-def lstm_fprop(ifog, ir, ic, cp, pr, pc, c, cr, cc, ca, ar, ac, h, hr, hc, n, N):
-    """ifog: pre-activations in, activations out; c = f*c_prev + i*g, c_act = tanh(c),
-    h = o*c_act."""
-    for r in range(n):
+@njit(cache=True, fastmath=_FMA, inline="always")
+def _fprop_rows(ifog, ir, ic, cp, pr, pc, c, cr, cc, ca, ar, ac, h, hr, hc, n, N, r0, r1):
+    """Rows r0 .. r1 of one step: ifog's pre-activations in, activations out; c = f*c_prev +
+    i*g, c_act = tanh(c), h = o*c_act."""
+    for r in range(r0, r1):
         i = ifog[ir + r, ic:ic + N]
         f = ifog[ir + n + r, ic:ic + N]
         o = ifog[ir + 2 * n + r, ic:ic + N]
@@ -46,12 +56,12 @@ def lstm_fprop(ifog, ir, ic, cp, pr, pc, c, cr, cc, ca, ar, ac, h, hr, hc, n, N)
             out[j] = o[j] * act[j]
 
 
-@njit(cache=True, fastmath=_FMA)
-def lstm_bprop(dh, dr, dc, cd, er, ec, cdn, nr, nc, fn, fr, fc, has_next, ifog, ir, ic,
-               cp, pr, pc, ca, ar, ac, ifd, gr, gc, n, N):
-    """cd = (1 - c_act**2) * o * dh (+ cd_next * f_next); ifd: the gates' pre-activation
-    errors."""
-    for r in range(n):
+@njit(cache=True, fastmath=_FMA, inline="always")
+def _bprop_rows(dh, dr, dc, cd, er, ec, cdn, nr, nc, fn, fr, fc, has_next, ifog, ir, ic,
+                cp, pr, pc, ca, ar, ac, ifd, gr, gc, n, N, r0, r1):
+    """Rows r0 .. r1 of one step of bprop: cd = (1 - c_act**2) * o * dh (+ cd_next * f_next);
+    ifd: the gates' pre-activation errors."""
+    for r in range(r0, r1):
         i = ifog[ir + r, ic:ic + N]
         f = ifog[ir + n + r, ic:ic + N]
         o = ifog[ir + 2 * n + r, ic:ic + N]
@@ -79,3 +89,72 @@ def lstm_bprop(dh, dr, dc, cd, er, ec, cdn, nr, nc, fn, fr, fc, has_next, ifog, 
             do[j] = o[j] * (1 - o[j]) * d[j] * act[j]
         for j in range(N):
             dg[j] = (1 - g[j] * g[j]) * cdel[j] * i[j]
+
+
+@njit(cache=True, fastmath=_FMA)
+def lstm_fprop(ifog, ir, ic, cp, pr, pc, c, cr, cc, ca, ar, ac, h, hr, hc, n, N):
+    """One step (every row): ifog: pre-activations in, activations out; c = f*c_prev + i*g,
+    c_act = tanh(c), h = o*c_act."""
+    _fprop_rows(ifog, ir, ic, cp, pr, pc, c, cr, cc, ca, ar, ac, h, hr, hc, n, N, 0, n)
+
+
+@njit(cache=True, fastmath=_FMA)
+def lstm_bprop(dh, dr, dc, cd, er, ec, cdn, nr, nc, fn, fr, fc, has_next, ifog, ir, ic,
+               cp, pr, pc, ca, ar, ac, ifd, gr, gc, n, N):
+    """One step of bprop (every row): cd = (1 - c_act**2) * o * dh (+ cd_next * f_next);
+    ifd: the gates' pre-activation errors."""
+    _bprop_rows(dh, dr, dc, cd, er, ec, cdn, nr, nc, fn, fr, fc, has_next, ifog, ir, ic,
+                cp, pr, pc, ca, ar, ac, ifd, gr, gc, n, N, 0, n)
+
+
+@njit(parallel=True, cache=True, fastmath=_FMA)
+def lstm_fprop_seq(gemm, local, W, ifog, ir, ic, ics, h0, c0, h, hr, hc, hcs, c, cr, cc, ccs,
+                   ca, ar, ac, acs, n, N, T, tasks):
+    """T steps of fprop: step t adds W (4n, n) @ h_prev to ifog's step t (which holds the input
+    projections), then runs the cell; h_prev, c_prev are h0, c0 (n, N) for step 0, else h's and
+    c's step t - 1. `tasks` tasks a step, each a share of the hidden units."""
+    for t in range(T):
+        for task in prange(tasks):
+            u0, u1 = task * n // tasks, (task + 1) * n // tasks
+            gi, hi, ci, ai = ic + t * ics, hc + t * hcs, cc + t * ccs, ac + t * acs
+            if t == 0:
+                hp, cp, pr, pc = h0, c0, 0, 0
+            else:
+                hp, cp, pr, pc = h[hr:], c, cr, ci - ccs
+            hpc = 0 if t == 0 else hi - hcs
+            if u1 > u0:
+                before = local(1)
+                for gate in range(4):
+                    row = gate * n + u0
+                    gemm(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, u1 - u0, N, n, 1.0, W[row:].ctypes.data,
+                         n, hp[:, hpc:].ctypes.data, hp.shape[1], 1.0,
+                         ifog[ir + row:, gi:].ctypes.data, ifog.shape[1])
+                local(before)
+            _fprop_rows(ifog, ir, gi, cp, pr, pc, c, cr, ci, ca, ar, ai, h, hr, hi, n, N, u0, u1)
+
+
+@njit(parallel=True, cache=True, fastmath=_FMA)
+def lstm_bprop_seq(gemm, local, W, dh, dr, dc, dcs, cd, er, ec, ecs, ifog, ir, ic, ics, c0, c, cr,
+                   cc, ccs, ca, ar, ac, acs, ifd, gr, gc, gcs, n, N, T, tasks):
+    """T steps of bprop, the last first: for t < T - 1 dh's step t gets W.T @ ifd's step t + 1
+    (the error sent back in time), then the cell's bprop writes cd's and ifd's step t (c_prev:
+    c0 for step 0). Tasks as in lstm_fprop_seq."""
+    for t in range(T - 1, -1, -1):
+        for task in prange(tasks):
+            u0, u1 = task * n // tasks, (task + 1) * n // tasks
+            di, ei, gi, ii, ai = dc + t * dcs, ec + t * ecs, gc + t * gcs, ic + t * ics, \
+                ac + t * acs
+            has_next = t < T - 1
+            if has_next and u1 > u0:
+                before = local(1)
+                gemm(_ROW_MAJOR, _TRANS, _NO_TRANS, u1 - u0, N, 4 * n, 1.0, W[:, u0:].ctypes.data,
+                     n, ifd[gr:, gi + gcs:].ctypes.data, ifd.shape[1], 1.0,
+                     dh[dr + u0:, di:].ctypes.data, dh.shape[1])
+                local(before)
+            if t == 0:
+                cp, pr, pc = c0, 0, 0
+            else:
+                cp, pr, pc = c, cr, cc + (t - 1) * ccs
+            # (the next step's views are read only where has_next)
+            _bprop_rows(dh, dr, di, cd, er, ei, cd, er, ei + ecs, ifog, ir + n, ii + ics,
+                        has_next, ifog, ir, ii, cp, pr, pc, ca, ar, ai, ifd, gr, gi, n, N, u0, u1)
