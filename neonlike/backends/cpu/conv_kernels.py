@@ -438,6 +438,16 @@ def _block_in(X, I, c0, n):
 
 
 @njit(cache=True, inline="always")
+def _runs(W, sw, pw, s, Q):
+    """The (q, lane) runs that window column s reaches, as (first q, runs, lanes a run, w0 of
+    _outs): at stride 1 the outputs q0 .. q1 are one run; else a run a q."""
+    q0, q1, w0 = _outs(W, sw, pw, 1, s, Q)
+    if sw == 1:
+        return q0, 1, (q1 - q0) * LANES, w0
+    return q0, q1 - q0, LANES, w0
+
+
+@njit(cache=True, inline="always")
 def _pool_taps(best, where, xs, index, is_max):
     """One window tap over a run of lanes: best takes xs (max: where it is larger, or a NaN over
     a number, recording `index` in where; average: added). Runs are sliced by the caller, so
@@ -482,11 +492,8 @@ def fprop_pool_planes(I, O, argmax, is_max, beta, R, S, g):
             for r in range(r0, r1):
                 xrow = Xf[p * sh - ph + r]
                 for s in range(S):
-                    q0, q1, w0 = _outs(W, sw, pw, 1, s, Q)
+                    q0, runs, width, w0 = _runs(W, sw, pw, s, Q)
                     index = r * S + s
-                    # at stride 1 the run of q0 .. q1 is one loop; else a loop a q
-                    runs = 1 if sw == 1 else q1 - q0
-                    width = (q1 - q0) * LANES if sw == 1 else LANES
                     for q in range(q0, q0 + runs):
                         dst, src = q * LANES, (w0 + q * sw) * LANES
                         xs, where = xrow[src:src + width], A[p, dst:dst + width]
@@ -542,10 +549,8 @@ def bprop_pool_planes(E, G, argmax, is_max, alpha, beta, R, S, g):
             for r in range(r0, r1):
                 row = acc[p * sh - ph + r]
                 for s in range(S):
-                    q0, q1, w0 = _outs(W, sw, pw, 1, s, Q)
+                    q0, runs, width, w0 = _runs(W, sw, pw, s, Q)
                     index = r * S + s
-                    runs = 1 if sw == 1 else q1 - q0
-                    width = (q1 - q0) * LANES if sw == 1 else LANES
                     for q in range(q0, q0 + runs):
                         src, dst = q * LANES, (w0 + q * sw) * LANES
                         err, arg = Df[p, src:src + width], Af[p, src:src + width]
