@@ -1,8 +1,10 @@
-"""The CPU's LSTM step ops: one Numba kernel a step (rnn_kernels.py) for neon's standard cell
-(Logistic gates, Tanh activation) in float32, in place of the generic version's fused statements
-(backends/rnn.py: five a step forward, five backward), whose launches cost more than the
-arithmetic at RNN sizes. Other cells and dtypes, and machines without numba, take the generic
-version."""
+"""The CPU's LSTM ops for neon's standard cell (Logistic gates, Tanh activation) in float32:
+one Numba kernel a step (rnn_kernels.lstm_fprop / lstm_bprop) in place of the generic version's
+fused statements (backends/rnn.py: five a step forward, five backward), whose launches cost more
+than the arithmetic at RNN sizes; and a layer's whole sequence as one kernel with its recurrent
+GEMMs (rnn_kernels.lstm_fprop_seq / lstm_bprop_seq, MKL called from the kernel) where MKL is the
+GEMM path and the step views lie in their buffers at a fixed column step. Other cells and dtypes,
+and machines without numba, take the generic version."""
 from __future__ import annotations
 
 from typing import Any
