@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from .layer import Layer
-from .recurrent import (Recurrent, _as_rows, _in_order, _lstm_bprop, _lstm_fprop, _lstm_lists,
-                        _recur_grad, get_steps, interpret_in_shape)
+from .recurrent import (Recurrent, _as_rows, _in_order, _lstm_lists, _recur_grad, get_steps,
+                        interpret_in_shape)
 
 
 class BiRNN(Recurrent):
@@ -365,8 +365,8 @@ class BiLSTM(BiRNN):
         self._feed_forward(self.ifog_buffer_f, self.ifog_buffer_b)
         self.ifog_buffer_f[:] = self.ifog_buffer_f + self.b_f
         self.ifog_buffer_b[:] = self.ifog_buffer_b + self.b_b
-        _lstm_fprop(be, self.W_recur_f, self._S[0], self.activation, self.gate_activation)
-        _lstm_fprop(be, self.W_recur_b, self._S[1], self.activation, self.gate_activation)
+        for W, S in ((self.W_recur_f, self._S[0]), (self.W_recur_b, self._S[1])):
+            be.compound_lstm_fprop_steps(W, S, self.activation, self.gate_activation)
         self.final_f[:] = self.h_f[-1]
         self.final_b[:] = self.h_b[0]
         self.final_cf[:] = self.c_f[-1]
@@ -376,10 +376,12 @@ class BiLSTM(BiRNN):
     def bprop(self, error: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
         self._take_error(error)
         be, g = self.be, self.ngates * self.nout
-        _lstm_bprop(be, self.W_recur_f.T, self._S[0], self.activation, self.gate_activation,
-                    self.final_hidden_error_f, self.final_cell_error_f)
-        _lstm_bprop(be, self.W_recur_b.T, self._S[1], self.activation, self.gate_activation,
-                    self.final_hidden_error_b, self.final_cell_error_b)
+        be.compound_lstm_bprop_steps(self.W_recur_f.T, self._S[0], self.activation,
+                                     self.gate_activation, self.final_hidden_error_f,
+                                     self.final_cell_error_f)
+        be.compound_lstm_bprop_steps(self.W_recur_b.T, self._S[1], self.activation,
+                                     self.gate_activation, self.final_hidden_error_b,
+                                     self.final_cell_error_b)
         self._bi_grads(self.ifog_delta_buffer[:g], self.ifog_delta_buffer[g:], alpha)
         return self.out_deltas_buffer
 

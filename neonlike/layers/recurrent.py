@@ -113,17 +113,6 @@ class _Gates:
 # a BiLSTM: the backward half's lists are reversed)
 # ---------------------------------------------------------------------------------------------
 
-def _lstm_fprop(be: Any, W_recur: Any, S: dict, act: Any, gate: Any) -> None:
-    be.compound_lstm_fprop_steps(W_recur, S, act, gate)
-
-
-def _lstm_bprop(be: Any, W_recur_T: Any, S: dict, act: Any, gate: Any, h0_err: Any,
-                c0_err: Any) -> None:
-    """S["dh"] holds the errors of the outputs on entry; leaves the pre-activation gate errors in
-    S["ifog_d"] and the errors of the starting state in h0_err, c0_err."""
-    be.compound_lstm_bprop_steps(W_recur_T, S, act, gate, h0_err, c0_err)
-
-
 def _lstm_lists(ifog: list, ifog_d: list | None, nout: int) -> dict:
     g, S = _Gates(ifog, nout), {"ifog": ifog}
     S.update(ifo=g.rows(0, 3), i=g.rows(0, 1), f=g.rows(1, 2), o=g.rows(2, 3), g=g.rows(3, 4))
@@ -363,7 +352,8 @@ class LSTM(Recurrent):
         be = self.be
         be.compound_dot(self.W_input, self.x, self.ifog_buffer)
         self.ifog_buffer[:] = self.ifog_buffer + self.b
-        _lstm_fprop(be, self.W_recur, self._S, self.activation, self.gate_activation)
+        be.compound_lstm_fprop_steps(self.W_recur, self._S, self.activation,
+                                     self.gate_activation)
         self.final_state_buffer[:] = self.h[-1]
         self.final_cell_buffer[:] = self.c[-1]
         return self.outputs
@@ -371,8 +361,9 @@ class LSTM(Recurrent):
     def bprop(self, deltas: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
         self._take_error(deltas)
         be, d = self.be, self.ifog_delta_buffer
-        _lstm_bprop(be, self.W_recur.T, self._S, self.activation, self.gate_activation,
-                    self.final_hidden_error, self.final_cell_error)
+        be.compound_lstm_bprop_steps(self.W_recur.T, self._S, self.activation,
+                                     self.gate_activation, self.final_hidden_error,
+                                     self.final_cell_error)
         _recur_grad(be, self.dW_recur, d, self.outputs, self.h0, be.bsz, False)
         self._input_grads(d, self.W_input, self.dW_input, self.db, self.x,
                           self._deltas_2d(self.out_deltas_buffer, self.nin), alpha, beta)

@@ -186,7 +186,7 @@ class _Pooling2d(Operation):
         N, C, _, _ = x.lshape
         out = alloc((N, C) + layer.MPQ[1:], x.dtype)   # every element written, argmax too
         argmax = alloc(layer.dimO, np.int32) if self.handle.is_max else None
-        be.fprop_pool(layer, _planes(x.materialize(), layer.dimI),
+        be.fprop_pool(layer, _as_shape(x.materialize(), layer.dimI, alloc),
                       out.reshape(layer.dimO), argmax)
         if ag.training:
             self.layer, self.argmax, self.xshape = layer, argmax, x.lshape
@@ -194,33 +194,28 @@ class _Pooling2d(Operation):
 
     def backward(self, dy: CTensor) -> CTensor:
         be = dy.dev.be
-        dx = dy.dev.alloc(self.xshape, dy.dtype)
-        be.bprop_pool(self.layer, _planes(dy.materialize(), self.layer.dimO),
+        alloc = dy.dev.alloc
+        dx = alloc(self.xshape, dy.dtype)
+        be.bprop_pool(self.layer, _as_shape(dy.materialize(), self.layer.dimO, alloc),
                       dx.reshape(self.layer.dimI), self.argmax)
         return CTensor(dx, dx.shape, dy.dev, dy.dtype)
 
 
-def _planes(t: Any, shape: tuple) -> Any:
-    """An NCHW engine tensor as the (N*C, 1, H, W, 1) planes of a pooling layer: a view, or a
-    copy where t is a strided view."""
+def _as_shape(t: Any, shape: tuple, alloc: Any) -> Any:
+    """Engine tensor t reshaped to `shape`: a view, or a C-ordered copy's where t is a strided
+    view (the pooling planes (N*C, 1, H, W, 1) of an NCHW tensor, the (N, C, H*W) rows that the
+    backend's batch-norm sums take)."""
     try:
         return t.reshape(shape)
     except ValueError:
-        out = t.backend.empty(tuple(t.shape), dtype=t.dtype)
+        out = alloc(tuple(t.shape), t.dtype)
         out[:] = t
         return out.reshape(shape)
 
 
 def _channel_rows(t: Any, alloc: Any) -> Any:
-    """An NCHW engine tensor as (N, C, H*W): a view, or a C-ordered copy of a strided view
-    (the backend's batch-norm sums take channels on axis 1 of a 3-D tensor)."""
     N, C, H, W = t.shape
-    try:
-        return t.reshape((N, C, H * W))
-    except ValueError:
-        out = alloc((N, C, H, W), t.dtype)
-        out[:] = t
-        return out.reshape((N, C, H * W))
+    return _as_shape(t, (N, C, H * W), alloc)
 
 
 class _BatchNorm2d(Operation):

@@ -62,7 +62,7 @@ SPIN_PROBE_S = 0.005     # ... and leaves no thread spinning over this long afte
 SPIN_OK_S = 0.005        # unless one call takes this long (see _time_paths) ...
 SPIN_MARGIN = 0.75       # ... and numpy takes under 75% of MKL's time
 SETTLE_S = 0.2           # longest wait for a spinning pool to stop before timing a class
-LONG_RUNS = 5            # calls of each path, alternating, whose medians decide for long calls
+LONG_RUNS = 5            # calls of each path (MKL's, then numpy's) whose medians judge long calls
 MAX_CHOICES = 1024       # remembered shape classes (the oldest is dropped when full)
 
 
@@ -759,8 +759,10 @@ def _time_paths(run_mkl: Callable[[], Any], run_numpy: Callable[[], Any]) -> str
         return "mkl"   # too slow a machine to time this size: keep the MKL default
     if mkl >= SPIN_OK_S:
         mkl, numpy = _medians(run_mkl, run_numpy)
-        if numpy >= NUMPY_MARGIN * mkl or not _spinning():
-            return "mkl" if numpy >= NUMPY_MARGIN * mkl else "numpy"
+        if numpy >= NUMPY_MARGIN * mkl:
+            return "mkl"
+        if not _spinning():
+            return "numpy"
         # numpy leaves its pool spinning: it must save SPIN_MARGIN, on a second timing of MKL
         # too (MKL's calls sometimes ran at half speed for a while, one core taken: 8.5
         # against 4.3 ms at 1024x256x2048, which sent the class to numpy in 2 of 6 runs)

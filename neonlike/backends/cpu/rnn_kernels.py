@@ -118,10 +118,9 @@ def lstm_fprop_seq(gemm, local, W, ifog, ir, ic, ics, h0, c0, h, hr, hc, hcs, c,
             u0, u1 = task * n // tasks, (task + 1) * n // tasks
             gi, hi, ci, ai = ic + t * ics, hc + t * hcs, cc + t * ccs, ac + t * acs
             if t == 0:
-                hp, cp, pr, pc = h0, c0, 0, 0
+                hp, hpc, cp, pr, pc = h0, 0, c0, 0, 0
             else:
-                hp, cp, pr, pc = h[hr:], c, cr, ci - ccs
-            hpc = 0 if t == 0 else hi - hcs
+                hp, hpc, cp, pr, pc = h[hr:], hi - hcs, c, cr, ci - ccs
             if u1 > u0:
                 before = local(1)
                 for gate in range(4):
