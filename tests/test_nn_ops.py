@@ -332,8 +332,9 @@ def test_pool_gradient_central_differences(be, rng, op, name):
 @pytest.mark.parametrize("op", ["max", "avg"])
 def test_pool_planes_match_batched_kernels_on_edge_values(rng, op):
     """N*C planes of a batch of one (the plane kernels) against the same images as a batch of N
-    (the batch-innermost kernels): NaN wins a window and stays, -inf and inf, ties, zeros and
-    tiny values, max and average, forward and backward, float32."""
+    (the lane-row kernels), and both against the general kernels (any J, T, D): NaN wins a
+    window and stays, -inf and inf, ties, zeros and tiny values, max and average, forward and
+    backward, float32."""
     be = gen_backend("cpu", rng_seed=0)
     if nn_cpu._kernels() is None:
         pytest.skip("numba is not installed")
@@ -350,10 +351,17 @@ def test_pool_planes_match_batched_kernels_on_edge_values(rng, op):
     O2, A2 = be.zeros(batched.dimO), be.zeros(batched.dimO, dtype=np.int32)
     be.fprop_pool(batched, be.array(np.ascontiguousarray(x.transpose(1, 0, 2, 3))[:, None]
                                     .transpose(0, 1, 3, 4, 2)), O2, A2)
+    kernels = nn_cpu._kernels()
+    O3, A3 = np.zeros(batched.dimO, np.float32), np.zeros(batched.dimO, np.int32)
+    I3 = np.ascontiguousarray(x.transpose(1, 0, 2, 3))[:, None].transpose(0, 1, 3, 4, 2)
+    kernels.fprop_pool(np.ascontiguousarray(I3), O3, A3, op == "max", 0.0, *batched.JTRS,
+                       batched.geometry)
+    np.testing.assert_array_equal(O2.get(), O3)
     to_nchw = (4, 0, 1, 2, 3)
     np.testing.assert_array_equal(O1.get().reshape(N, C, *planes.MPQ[1:]),
                                   O2.get().transpose(to_nchw)[:, :, 0])
     if op == "max":
+        np.testing.assert_array_equal(A2.get(), A3)
         np.testing.assert_array_equal(A1.get().reshape(N, C, *planes.MPQ[1:]),
                                       A2.get().transpose(to_nchw)[:, :, 0])
     E = rng.standard_normal((N, C) + planes.MPQ[1:]).astype(np.float32)
@@ -361,6 +369,10 @@ def test_pool_planes_match_batched_kernels_on_edge_values(rng, op):
     be.bprop_pool(planes, be.array(E.reshape(planes.dimO)), G1, A1)
     be.bprop_pool(batched, be.array(np.ascontiguousarray(E.transpose(1, 2, 3, 0))[:, None]),
                   G2, A2)
+    G3 = np.zeros(batched.dimI, np.float32)
+    kernels.bprop_pool(np.ascontiguousarray(E.transpose(1, 2, 3, 0))[:, None], G3, A3,
+                       op == "max", 1.0, 0.0, *batched.JTRS, batched.geometry)
+    np.testing.assert_allclose(G2.get(), G3, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(G1.get().reshape(N, C, H, W),
                                G2.get().transpose(to_nchw)[:, :, 0], rtol=1e-6, atol=1e-7)
 

@@ -417,11 +417,13 @@ def fprop_pool(I, O, argmax, is_max, beta, J, T, R, S, g):
                     argmax[k, m, p, q, n] = where[n]
 
 
-# Pooling of C independent (H, W) planes: a batch of one over windows of one channel and depth
-# (J = T = 1, D = 1), as the SINGA front end pools an NCHW tensor's N*C images without copying
-# them. A batch loop of one cannot carry the work (branchy scalar code ran ~10x slower), so a
-# task takes a block of LANES consecutive planes, lays it out (H, W, LANES) in a local buffer and
-# runs the batch-innermost loops of fprop_pool / bprop_pool over the block's planes.
+# Pooling over windows of one channel and depth (J = T = 1, D = 1), the common case, runs on
+# "lane rows": a channel's (H, W, L) values as rows (H, W*L) with L values a position, innermost.
+# Each window tap (r, s) then updates a whole (q, lane) run of an output row as one loop, which
+# vectorises. neon's CHWN tensors are lane rows as they lie (L = N, a channel a task); the SINGA
+# front end's NCHW planes (a batch of one, N*C channels) are not: a task takes LANES consecutive
+# planes and lays them out (H, W, LANES) in a local buffer (a batch loop of one ran branchy scalar
+# code, ~10x slower).
 LANES = 32
 
 
@@ -438,13 +440,13 @@ def _block_in(X, I, c0, n):
 
 
 @njit(cache=True, inline="always")
-def _runs(W, sw, pw, s, Q):
+def _runs(W, sw, pw, s, Q, L):
     """The (q, lane) runs that window column s reaches, as (first q, runs, lanes a run, w0 of
     _outs): at stride 1 the outputs q0 .. q1 are one run; else a run a q."""
     q0, q1, w0 = _outs(W, sw, pw, 1, s, Q)
     if sw == 1:
-        return q0, 1, (q1 - q0) * LANES, w0
-    return q0, q1 - q0, LANES, w0
+        return q0, 1, (q1 - q0) * L, w0
+    return q0, q1 - q0, L, w0
 
 
 @njit(cache=True, inline="always")
@@ -464,49 +466,140 @@ def _pool_taps(best, where, xs, index, is_max):
             best[k] += v
 
 
+@njit(cache=True, inline="always")
+def _fprop_lanes(Xf, Ym, Ys, A, L, is_max, R, S, g):
+    """Pool lane rows Xf (H, W*L) into Ym (max, Xf's dtype: exact) or Ys (average, float64 sums),
+    (P, Q*L), and A (the argmax, zeroed here), taps (r, s) in index order."""
+    H, W = Xf.shape[0], Xf.shape[1] // L
+    P, Q = A.shape[0], A.shape[1] // L
+    ph, pw, sh, sw = g[2], g[3], g[6], g[7]
+    for p in range(P):
+        r0, r1 = _taps(p, sh, ph, 1, H, R)
+        A[p] = 0
+        if is_max:
+            Ym[p] = -np.inf
+        else:
+            Ys[p] = 0.0
+        for r in range(r0, r1):
+            xrow = Xf[p * sh - ph + r]
+            for s in range(S):
+                q0, runs, width, w0 = _runs(W, sw, pw, s, Q, L)
+                index = r * S + s
+                for q in range(q0, q0 + runs):
+                    dst, src = q * L, (w0 + q * sw) * L
+                    xs, where = xrow[src:src + width], A[p, dst:dst + width]
+                    if is_max:
+                        _pool_taps(Ym[p, dst:dst + width], where, xs, index, True)
+                    else:
+                        _pool_taps(Ys[p, dst:dst + width], where, xs, index, False)
+        if not is_max:
+            for q in range(Q):
+                s0, s1 = _taps(q, sw, pw, 1, W, S)
+                scale = 1.0 / ((r1 - r0) * (s1 - s0))
+                run = Ys[p, q * L:(q + 1) * L]
+                for j in range(L):
+                    run[j] *= scale
+
+
+@njit(cache=True, inline="always")
+def _bprop_lanes(Df, Af, acc, L, is_max, R, S, g):
+    """acc (H, W*L, float64, zeroed by the caller) += the errors Df (P, Q*L, float64) routed
+    back: to the argmax Af (max) or, already divided by the window's count, over the window
+    (average)."""
+    H, W = acc.shape[0], acc.shape[1] // L
+    P, Q = Df.shape[0], Df.shape[1] // L
+    ph, pw, sh, sw = g[2], g[3], g[6], g[7]
+    for p in range(P):
+        r0, r1 = _taps(p, sh, ph, 1, H, R)
+        for r in range(r0, r1):
+            row = acc[p * sh - ph + r]
+            for s in range(S):
+                q0, runs, width, w0 = _runs(W, sw, pw, s, Q, L)
+                index = r * S + s
+                for q in range(q0, q0 + runs):
+                    src, dst = q * L, (w0 + q * sw) * L
+                    err, arg = Df[p, src:src + width], Af[p, src:src + width]
+                    out = row[dst:dst + width]
+                    for k in range(width):   # branch-free: it vectorises
+                        out[k] += err[k] if not is_max or arg[k] == index else 0.0
+
+
+@njit(cache=True, inline="always")
+def _avg_counts(D, L, R, S, H, W, g):
+    """Each error of D (P, Q*L) divided by its window's count of valid positions."""
+    P, Q = D.shape[0], D.shape[1] // L
+    ph, pw, sh, sw = g[2], g[3], g[6], g[7]
+    for p in range(P):
+        r0, r1 = _taps(p, sh, ph, 1, H, R)
+        for q in range(Q):
+            s0, s1 = _taps(q, sw, pw, 1, W, S)
+            run = D[p, q * L:(q + 1) * L]
+            scale = 1.0 / ((r1 - r0) * (s1 - s0))
+            for j in range(L):
+                run[j] *= scale
+
+
+@njit(parallel=True, cache=True, fastmath=_FMA)
+def fprop_pool_lanes(I, O, argmax, is_max, beta, L, R, S, g):
+    """fprop_pool of (C, 1, H, W, L) lane rows I (C, H, W*L) into O and argmax (C, P, Q*L) (an
+    empty argmax: not kept), a channel a task; results as fprop_pool's."""
+    C = I.shape[0]
+    P, QL = O.shape[1], O.shape[2]
+    keep = is_max and argmax.shape[0] == C
+    for c in prange(C):
+        Ym = np.empty((P, QL) if is_max else (0, 0), I.dtype)
+        Ys = np.empty((0, 0) if is_max else (P, QL), np.float64)
+        A = np.empty((P, QL), np.int32)
+        _fprop_lanes(I[c], Ym, Ys, A, L, is_max, R, S, g)
+        out = O[c]
+        for p in range(P):
+            row = out[p]
+            for k in range(QL):
+                v = Ym[p, k] if is_max else Ys[p, k]
+                row[k] = v + beta * row[k] if beta != 0.0 else v
+            if keep:
+                arg = argmax[c, p]
+                for k in range(QL):
+                    arg[k] = A[p, k]
+
+
+@njit(parallel=True, cache=True, fastmath=_FMA)
+def bprop_pool_lanes(E, G, argmax, is_max, alpha, beta, L, R, S, g):
+    """bprop_pool for fprop_pool_lanes' layers: G (C, H, W*L) = alpha * (E (C, P, Q*L) sent back
+    to each max's position, or spread over each window's valid positions) + beta * G, the sums
+    in float64."""
+    C, H, WL = G.shape
+    for c in prange(C):
+        D = E[c].astype(np.float64)
+        if not is_max:
+            _avg_counts(D, L, R, S, H, WL // L, g)
+        Af = argmax[c] if is_max else np.zeros((D.shape[0], D.shape[1]), argmax.dtype)
+        acc = np.zeros((H, WL), np.float64)
+        _bprop_lanes(D, Af, acc, L, is_max, R, S, g)
+        out = G[c]
+        for h in range(H):
+            row = out[h]
+            for k in range(WL):
+                v = alpha * acc[h, k]
+                row[k] = v + beta * row[k] if beta != 0.0 else v
+
+
 @njit(parallel=True, cache=True, fastmath=_FMA)
 def fprop_pool_planes(I, O, argmax, is_max, beta, R, S, g):
     """fprop_pool of the planes I (C, H, W) into O and argmax (C, P, Q); results as fprop_pool's
-    on (C, 1, H, W, 1). An output row p of a block is one (Q, LANES) buffer; each tap (r, s) in
-    index order updates it, at stride 1 as one loop over the (q, lane) run it covers. The max
-    keeps I's dtype (exact); the average sums in float64."""
+    on (C, 1, H, W, 1): blocks of LANES planes laid out as lane rows."""
     C, H, W = I.shape
     P, Q = O.shape[1], O.shape[2]
-    ph, pw, sh, sw = g[2], g[3], g[6], g[7]
     keep = is_max and argmax.shape[0] == C
     for block in prange((C + LANES - 1) // LANES):
         c0 = block * LANES
         n = min(LANES, C - c0)
         X = np.empty((H, W, LANES), I.dtype)
         _block_in(X, I, c0, n)
-        Xf = X.reshape(H, W * LANES)
         Ym = np.empty((P, Q * LANES) if is_max else (0, 0), I.dtype)
         Ys = np.empty((0, 0) if is_max else (P, Q * LANES), np.float64)
-        A = np.zeros((P, Q * LANES), np.int32)
-        for p in range(P):
-            r0, r1 = _taps(p, sh, ph, 1, H, R)
-            if is_max:
-                Ym[p] = -np.inf
-            else:
-                Ys[p] = 0.0
-            for r in range(r0, r1):
-                xrow = Xf[p * sh - ph + r]
-                for s in range(S):
-                    q0, runs, width, w0 = _runs(W, sw, pw, s, Q)
-                    index = r * S + s
-                    for q in range(q0, q0 + runs):
-                        dst, src = q * LANES, (w0 + q * sw) * LANES
-                        xs, where = xrow[src:src + width], A[p, dst:dst + width]
-                        if is_max:
-                            _pool_taps(Ym[p, dst:dst + width], where, xs, index, True)
-                        else:
-                            _pool_taps(Ys[p, dst:dst + width], where, xs, index, False)
-            if not is_max:
-                for q in range(Q):
-                    s0, s1 = _taps(q, sw, pw, 1, W, S)
-                    scale = 1.0 / ((r1 - r0) * (s1 - s0))
-                    for j in range(LANES):
-                        Ys[p, q * LANES + j] *= scale
+        A = np.empty((P, Q * LANES), np.int32)
+        _fprop_lanes(X.reshape(H, W * LANES), Ym, Ys, A, LANES, is_max, R, S, g)
         for j in range(n):
             out = O[c0 + j]
             for p in range(P):
@@ -524,39 +617,22 @@ def fprop_pool_planes(I, O, argmax, is_max, beta, R, S, g):
 def bprop_pool_planes(E, G, argmax, is_max, alpha, beta, R, S, g):
     """bprop_pool for fprop_pool_planes' layers: G (C, H, W) = alpha * (E (C, P, Q) sent back
     to each max's position, or spread over each window's valid positions) + beta * G, the sums
-    in float64; the taps run over (q, lane) runs as in fprop_pool_planes."""
+    in float64; blocks of LANES planes as lane rows."""
     C, H, W = G.shape
     P, Q = E.shape[1], E.shape[2]
-    ph, pw, sh, sw = g[2], g[3], g[6], g[7]
     for block in prange((C + LANES - 1) // LANES):
         c0 = block * LANES
         n = min(LANES, C - c0)
         D = np.empty((P, Q, LANES), np.float64)
         _block_in(D, E, c0, n)
         A = np.zeros((P, Q, LANES), argmax.dtype)
+        Df = D.reshape(P, Q * LANES)
         if is_max:
             _block_in(A, argmax, c0, n)
-        else:       # each error divided by its window's count of valid positions
-            for p in range(P):
-                r0, r1 = _taps(p, sh, ph, 1, H, R)
-                for q in range(Q):
-                    s0, s1 = _taps(q, sw, pw, 1, W, S)
-                    D[p, q] *= 1.0 / ((r1 - r0) * (s1 - s0))
-        Df, Af = D.reshape(P, Q * LANES), A.reshape(P, Q * LANES)
+        else:
+            _avg_counts(Df, LANES, R, S, H, W, g)
         acc = np.zeros((H, W * LANES), np.float64)
-        for p in range(P):
-            r0, r1 = _taps(p, sh, ph, 1, H, R)
-            for r in range(r0, r1):
-                row = acc[p * sh - ph + r]
-                for s in range(S):
-                    q0, runs, width, w0 = _runs(W, sw, pw, s, Q)
-                    index = r * S + s
-                    for q in range(q0, q0 + runs):
-                        src, dst = q * LANES, (w0 + q * sw) * LANES
-                        err, arg = Df[p, src:src + width], Af[p, src:src + width]
-                        out = row[dst:dst + width]
-                        for k in range(width):   # branch-free: it vectorises
-                            out[k] += err[k] if not is_max or arg[k] == index else 0.0
+        _bprop_lanes(Df, A.reshape(P, Q * LANES), acc, LANES, is_max, R, S, g)
         for j in range(n):
             out = G[c0 + j]
             for h in range(H):

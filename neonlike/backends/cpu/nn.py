@@ -258,16 +258,18 @@ class NNOpsMixin:
         if argmax is not None and layer.op == "max":
             am = arrays.write(argmax, "argmax", layer.dimO, layer.dimO2, numeric=True)
             _check_index_dtype(am.dtype, math.prod(layer.JTRS))
-        kernels = _kernels()
+        kernels, rows = _kernels(), _pool_rows(layer)
         if kernels is None or layer.op == "l2":
             result = fprop_pool_numpy(layer, i, am)
             out[...] = result + beta * out if beta else result
-        elif _planes(layer):
-            C, (_, H, W), (_, P, Q) = layer.C, layer.DHW, layer.MPQ
-            kernels.fprop_pool_planes(i.reshape(C, H, W), out.reshape(C, P, Q),
-                                      _empty3(np.int32) if am is None else am.reshape(C, P, Q),
-                                      layer.op == "max", float(beta), *layer.JTRS[2:],
-                                      layer.geometry)
+        elif rows is not None:
+            planes, din, dout = rows
+            am3 = _empty3(np.int32) if am is None else am.reshape(dout)
+            args = (i.reshape(din), out.reshape(dout), am3, layer.op == "max", float(beta))
+            if planes:
+                kernels.fprop_pool_planes(*args, *layer.JTRS[2:], layer.geometry)
+            else:
+                kernels.fprop_pool_lanes(*args, layer.N, *layer.JTRS[2:], layer.geometry)
         else:
             kernels.fprop_pool(i, out, _empty5(np.int32) if am is None else am,
                                layer.op == "max", float(beta), *layer.JTRS, layer.geometry)
@@ -290,16 +292,19 @@ class NNOpsMixin:
                                  "fprop_pool filled")
             am = arrays._host(argmax, "argmax", (layer.dimO, layer.dimO2), numeric=True)
             am = np.ascontiguousarray(am).reshape(layer.dimO)
-        kernels = _kernels()
+        kernels, rows = _kernels(), _pool_rows(layer)
         if kernels is None:
             result = alpha * bprop_pool_numpy(layer, e, am)
             out[...] = result + beta * out if beta else result
-        elif _planes(layer):
-            C, (_, H, W), (_, P, Q) = layer.C, layer.DHW, layer.MPQ
-            kernels.bprop_pool_planes(e.reshape(C, P, Q), out.reshape(C, H, W),
-                                      _empty3(np.int32) if am is None else am.reshape(C, P, Q),
-                                      layer.op == "max", float(alpha), float(beta),
-                                      *layer.JTRS[2:], layer.geometry)
+        elif rows is not None:
+            planes, din, dout = rows
+            am3 = _empty3(np.int32) if am is None else am.reshape(dout)
+            args = (e.reshape(dout), out.reshape(din), am3, layer.op == "max", float(alpha),
+                    float(beta))
+            if planes:
+                kernels.bprop_pool_planes(*args, *layer.JTRS[2:], layer.geometry)
+            else:
+                kernels.bprop_pool_lanes(*args, layer.N, *layer.JTRS[2:], layer.geometry)
         else:
             kernels.bprop_pool(e, out, _empty5(np.int32) if am is None else am,
                                layer.op == "max", float(alpha), float(beta), *layer.JTRS,
@@ -439,11 +444,15 @@ def _empty3(dtype: Any) -> np.ndarray:
     return np.zeros((0, 1, 1), dtype)
 
 
-def _planes(layer: PoolLayer) -> bool:
-    """A batch of one pooled plane by plane (J = T = 1, D = 1): the kernels over (H, W) planes
-    (an NCHW tensor's images taken as N*C channels of a batch of one, as the SINGA front end
-    pools), where the batch-innermost kernels would run loops of one."""
-    return layer.N == 1 and layer.JTRS[:2] == (1, 1) and layer.D == 1
+def _pool_rows(layer: PoolLayer) -> tuple | None:
+    """How the CPU kernels take a pooling layer over windows of one channel and depth (J = T = 1,
+    D = 1): (planes, input rows, output rows), a batch of one as its (C, H, W) planes (planes
+    True: an NCHW tensor's images taken as N*C channels, as the SINGA front end pools), any other
+    batch as lane rows (C, H, W*N) and (C, P, Q*N); None: the general kernels."""
+    if layer.JTRS[:2] != (1, 1) or layer.D != 1:
+        return None
+    C, N, (_, H, W), (_, P, Q) = layer.C, layer.N, layer.DHW, layer.MPQ
+    return N == 1, (C, H, W * N), (C, P, Q * N)
 
 
 # ---------------------------------------------------------------------------------------------
