@@ -530,3 +530,104 @@ def test_any_submodule_imports_first(first):
             "print('ok')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+# ---------------------------------------------------------------- CHWN between operators
+def _convnet(rng):
+    """The bench's model in float64: conv, relu, BN, max pool, two convs cat, relu, BN, avg pool,
+    flatten, linear; its layers, their parameters, and the same net in torch."""
+    conv1 = autograd.Conv2d(2, 4, 3, padding=1, bias=False)
+    bn1, bn2 = autograd.BatchNorm2d(4), autograd.BatchNorm2d(6)
+    pool1, pool2 = autograd.MaxPool2d(3, 1, padding=1), autograd.AvgPool2d(2)
+    conv21, conv22 = autograd.Conv2d(4, 2, 3, padding=1), autograd.Conv2d(4, 4, 3, padding=1)
+    linear = autograd.Linear(6 * 3 * 2, 5)
+    params = (_as64(conv1, "W") + _as64(bn1, "scale", "bias") + _as64(conv21, "W", "b") +
+              _as64(conv22, "W", "b") + _as64(bn2, "scale", "bias") + _as64(linear, "W", "b"))
+    for bn in bn1, bn2:
+        n = bn.scale.shape[0]
+        bn.running_mean, bn.running_var = t64(np.zeros(n), requires_grad=False), \
+            t64(np.ones(n), requires_grad=False)
+
+    def net(x):
+        y = pool1(bn1(autograd.relu(conv1(x))))
+        y = pool2(bn2(autograd.relu(autograd.cat((conv21(y), conv22(y)), 1))))
+        return linear(autograd.flatten(y))
+
+    F = torch.nn.functional
+    stats = [torch.zeros(4, dtype=torch.float64), torch.ones(4, dtype=torch.float64),
+             torch.zeros(6, dtype=torch.float64), torch.ones(6, dtype=torch.float64)]
+
+    def tnet(x, w1, s1, o1, w21, b21, w22, b22, s2, o2, lw, lb):
+        y = F.batch_norm(F.relu(F.conv2d(x, w1, padding=1)), stats[0], stats[1], s1, o1,
+                         training=True, momentum=0.9)
+        y = F.max_pool2d(y, 3, 1, 1)
+        y = torch.cat((F.conv2d(y, w21, b21, padding=1), F.conv2d(y, w22, b22, padding=1)), 1)
+        y = F.batch_norm(F.relu(y), stats[2], stats[3], s2, o2, training=True, momentum=0.9)
+        return F.avg_pool2d(y, 2).flatten(1) @ lw + lb
+    return net, tnet, params
+
+
+def test_a_convnet_held_in_chwn_between_its_operators_matches_torch():
+    """Convolution and pooling results stay in neon's CHWN layout (layout.py) through relu, BN,
+    the other pools and convolutions and cat: forward values and every gradient against torch
+    (float64), and no transpose between operators but the input's, flatten's and the weights'."""
+    from neonlike.singa import layers
+    rng = np.random.RandomState(11)
+    net, tnet, params = _convnet(rng)
+    transposes = []
+    orig = layers._nchw_to_neon
+
+    def counted(value, alloc):
+        transposes.append(value.shape)
+        return orig(value, alloc)
+    layers._nchw_to_neon = counted
+    try:
+        _check_layer(net, tnet, [rng.randn(3, 2, 6, 4)], params, rng)
+    finally:
+        layers._nchw_to_neon = orig
+    # conv1's data input, forward; pool2's gradient from flatten, backward: nothing else
+    assert transposes == [(3, 2, 6, 4), (3, 6, 3, 2)]
+
+
+def test_chwn_sinks_through_elementwise_trees_and_refuses_what_needs_a_copy():
+    from neonlike.ops import Op
+    from neonlike.optree import build
+    from neonlike.singa.layout import chwn, nchw
+    be = device.get_default_device().be
+    rng = np.random.RandomState(12)
+    t, u = (be.array(rng.randn(4, 3, 2, 5)) for _ in range(2))      # (C, H, W, N)
+    col = be.array(rng.randn(1, 4, 1, 1))                            # an NCHW broadcast
+    plain = be.array(rng.randn(5, 4, 3, 2))                          # a full NCHW tensor
+    tree = build(Op.MAXIMUM, (nchw(t) - col) * 2.0 + nchw(u), 0.0)
+    held = chwn(tree)
+    want = np.maximum((t.get().transpose(3, 0, 1, 2) - col.get()) * 2.0 +
+                      u.get().transpose(3, 0, 1, 2), 0.0)
+    out = be.empty((4, 3, 2, 5))
+    out[:] = held
+    np.testing.assert_allclose(out.get(), want.transpose(1, 2, 3, 0), rtol=1e-15)
+    assert chwn(nchw(t)) is t
+    assert chwn(nchw(t) + plain) is None                             # would need a transpose
+    assert chwn(build(Op.SUM, nchw(t), None, axis=0)) is None        # not elementwise
+    assert chwn(plain) is None and chwn(build(Op.TRANSPOSE, plain, None, axes=(0, 1, 3, 2))) \
+        is None
+
+
+def test_a_parameter_update_settles_its_chwn_readers_with_the_old_values():
+    """BN's lazy output reads its scale; an update of the scale first runs that output in CHWN
+    (CTensor.settle) with the old scale, and the value stays held in CHWN."""
+    from neonlike.singa.layout import chwn
+    rng = np.random.RandomState(13)
+    conv, bn = autograd.Conv2d(2, 3, 3, padding=1), autograd.BatchNorm2d(3)
+    _as64(conv, "W", "b")
+    scale, bias = _as64(bn, "scale", "bias")
+    x = t64(rng.randn(4, 2, 5, 5))
+    c = conv(x).to_numpy()
+    y = bn(conv(x))
+    assert y.data.lazy and type(chwn(y.data.value)) is not Tensor_   # a tree over CHWN
+    mean, var = c.mean(axis=(0, 2, 3), keepdims=True), c.var(axis=(0, 2, 3), keepdims=True)
+    want = (c - mean) / np.sqrt(var + 1e-5) * scale.to_numpy().reshape(1, 3, 1, 1) + \
+        bias.to_numpy().reshape(1, 3, 1, 1)
+    scale.data.write(scale.data.value * 0.0 + 7.0)
+    held = chwn(y.data.value)
+    assert isinstance(held, Tensor_) and held.shape == (3, 5, 5, 4)  # run, still in CHWN
+    np.testing.assert_allclose(y.to_numpy(), want, rtol=1e-12, atol=1e-12)

@@ -3,18 +3,21 @@ operators under them (conv2d, batchnorm_2d, pooling_2d).
 
 Convolution and pooling run the backend's compound ops (be.fprop_conv / bprop_conv /
 update_conv, be.fprop_pool / bprop_pool) in neon's layouts: input (C, 1, H, W, N), filters
-(C, 1, R, S, K), output (K, 1, P, Q, N). A convolution's NCHW tensors reach them, and its
-results leave them, as permuted copies (`_permuted`: be.copy_transpose, a tiled kernel on the CPU
-for these rotations of the axes, ~10 us at 32x16x8x8), so every operator reads plain C-ordered
-buffers: strided views cost the convolutions a copy each and the fused kernels reading them their
-fast path (numpy's copy of such a view ran ~60 us at that size). Pooling needs no copy: an NCHW
+(C, 1, R, S, K), output (K, 1, P, Q, N). Their results stay in that layout (layout.py): a CTensor
+holds the lazy NCHW transpose of the CHWN tensor, and the next convolution, pooling, batch norm or
+channel cat takes the CHWN tensor itself, through the elementwise operators between them (relu,
+batch norm's arithmetic, summed gradients). Only a value in plain NCHW (the data, flatten's
+gradient) is transposed on the way in (`_permuted`: be.copy_transpose, a tiled kernel on the CPU
+for these rotations of the axes, ~10 us at 32x16x8x8), and only a reader that wants NCHW pays
+the transpose out (singa_wrap.run). Pooling of a plain NCHW value needs no copy either: the
 buffer is, as it lies, the (N*C, 1, H, W, 1) input of a pooling layer over N*C channels of a
 batch of one (each image's planes are pooled apart), which the CPU runs plane by plane.
 
-Batch norm is written as op-trees in NCHW (the same math as be.compound_fprop_bn, reduced over
-axes (0, 2, 3), so no transpose to neon's (C, N*H*W)); the output stays lazy and fuses with what
-reads it. Running statistics follow SINGA: r * (1 - momentum) + batch * momentum (momentum 0.9
-by default), the running variance unbiased (n / (n - 1)).
+Batch norm reduces over the channel's values with the backend's batch_moments / batch_grad_sums,
+in whichever layout its input is held ((1, C, H*W*N) rows in CHWN, (N, C, H*W) in NCHW); its
+output and input gradient stay lazy op-trees that fuse with what reads them. Running statistics
+follow SINGA: r * (1 - momentum) + batch * momentum (momentum 0.9 by default), the running
+variance unbiased (n / (n - 1)).
 
 Choices where SINGA is silent or limited: Conv2d supports dilation (SINGA raises) and groups
 (as `group` convolutions of the channel slices); asymmetric ("odd") padding is refused by name.
@@ -32,7 +35,8 @@ import numpy as np
 from . import autograd as ag
 from . import operators as F
 from .autograd import Layer, Operation
-from .singa_wrap import CTensor
+from .layout import nchw, take_chwn
+from .singa_wrap import CTensor, run
 from .tensor import Tensor
 
 
@@ -60,9 +64,22 @@ def _nchw_to_neon(value: Any, alloc: Any) -> Any:
     return _permuted(value, (1, 2, 3, 0), (C, 1, H, W, N), alloc)
 
 
-def _neon_to_nchw(value: Any, alloc: Any) -> Any:
-    C, _, H, W, N = value.shape
-    return _permuted(value.reshape((C, H, W, N)), (3, 0, 1, 2), (N, C, H, W), alloc)
+def _neon_input(x: CTensor, dims: tuple) -> Any:
+    """NCHW x as neon's (C, 1, H, W, N) input `dims`: the CHWN tensor it is held as (layout.py),
+    else a transposed copy of its value."""
+    t = take_chwn(x, run)
+    if t is not None:
+        try:
+            return t.reshape(dims)
+        except ValueError:    # a strided view
+            pass
+    return _nchw_to_neon(x.materialize(), x.dev.alloc)
+
+
+def _nchw_result(t: Any, like: CTensor) -> CTensor:
+    """A CTensor of neon's (C, 1, H, W, N) result t, held as it lies (layout.nchw)."""
+    C, _, H, W, N = t.shape
+    return CTensor(nchw(t.reshape((C, H, W, N))), (N, C, H, W), like.dev, like.dtype)
 
 
 # ---------------------------------------------------------------- handles
@@ -97,16 +114,18 @@ class PoolingHandle:
         self.padding, self.is_max = _pair(padding, "padding"), is_max
         self._layers: dict = {}
 
-    def layer(self, be: Any, dtype: Any, shape: tuple) -> Any:
-        """The pooling of NCHW `shape` as neon's layer over N*C planes of a batch of one: the
-        NCHW buffer is that layer's (N*C, 1, H, W, 1) input as it lies, no transpose."""
-        key = (np.dtype(dtype).str, shape)
+    def layer(self, be: Any, dtype: Any, shape: tuple, held_chwn: bool = False) -> Any:
+        """The pooling of NCHW `shape`: for an input held in CHWN (layout.py), neon's layer over
+        C channels of a batch of N; else neon's layer over N*C planes of a batch of one, whose
+        (N*C, 1, H, W, 1) input the NCHW buffer is as it lies (no transpose either way)."""
+        key = (np.dtype(dtype).str, shape, held_chwn)
         layer = self._layers.get(key)
         if layer is None:
             N, C, H, W = shape
             (R, S), (ph, pw), (sh, sw) = self.kernel, self.padding, self.stride
+            n, c = (N, C) if held_chwn else (1, N * C)
             layer = self._layers[key] = be.pool_layer(
-                dtype, "max" if self.is_max else "avg", 1, N * C, D=1, H=H, W=W, R=R, S=S,
+                dtype, "max" if self.is_max else "avg", n, c, D=1, H=H, W=W, R=R, S=S,
                 pad_h=ph, pad_w=pw, str_h=sh, str_w=sw)
         return layer
 
@@ -140,7 +159,7 @@ class _Conv2d(Operation):
         be = x.dev.be
         layer = h.layer(be, x.dtype, x.lshape)
         alloc = x.dev.alloc
-        I = _nchw_to_neon(x.materialize(), alloc)
+        I = _neon_input(x, layer.dimI)
         Fw = _permuted(W.materialize(), (1, 2, 3, 0), (C, 1, R, S, K), alloc)
         O = alloc(layer.dimO, x.dtype)   # every element written (beta 0)
         bias = None if b is None else b.materialize().reshape((K, 1))
@@ -148,20 +167,18 @@ class _Conv2d(Operation):
         if ag.training:
             self.layer, self.I, self.F, self.wshape = layer, I, Fw, W.lshape
             self.has_bias = b is not None
-        out = _neon_to_nchw(O, alloc)
-        return CTensor(out, out.shape, x.dev, x.dtype)
+        return _nchw_result(O, x)
 
     def backward(self, dy: CTensor) -> tuple:
         be, layer = dy.dev.be, self.layer
         alloc = dy.dev.alloc
-        E = _nchw_to_neon(dy.materialize(), alloc)
+        E = _neon_input(dy, layer.dimO)
         K, C, R, S = self.wshape
         dx = dW = db = None
         if self._need(0):
             G = alloc(layer.dimI, dy.dtype)
             be.bprop_conv(layer, self.F, E, G)
-            dx = _neon_to_nchw(G, alloc)
-            dx = CTensor(dx, dx.shape, dy.dev, dy.dtype)
+            dx = _nchw_result(G, dy)
         U = alloc(layer.dimF, dy.dtype)
         gb = alloc((K, 1), dy.dtype) if self.has_bias else None
         be.update_conv(layer, self.I, E, U, grad_bias=gb)
@@ -181,20 +198,33 @@ class _Pooling2d(Operation):
     def forward(self, x: CTensor) -> CTensor:
         _check4(x, "pooling_2d")
         be = x.dev.be
-        layer = self.handle.layer(be, x.dtype, x.lshape)
         alloc = x.dev.alloc
-        N, C, _, _ = x.lshape
-        out = alloc((N, C) + layer.MPQ[1:], x.dtype)   # every element written, argmax too
+        t = take_chwn(x, run)
+        held = t is not None and t.shape == x.lshape[1:] + x.lshape[:1]
+        layer = self.handle.layer(be, x.dtype, x.lshape, held)
+        # every element written, argmax too
         argmax = alloc(layer.dimO, np.int32) if self.handle.is_max else None
-        be.fprop_pool(layer, _as_shape(x.materialize(), layer.dimI, alloc),
-                      out.reshape(layer.dimO), argmax)
+        if held:
+            out = alloc(layer.dimO, x.dtype)
+            be.fprop_pool(layer, t.reshape(layer.dimI), out, argmax)
+            y = _nchw_result(out, x)
+        else:
+            N, C, _, _ = x.lshape
+            out = alloc((N, C) + layer.MPQ[1:], x.dtype)
+            be.fprop_pool(layer, _as_shape(x.materialize(), layer.dimI, alloc),
+                          out.reshape(layer.dimO), argmax)
+            y = CTensor(out, out.shape, x.dev, x.dtype)
         if ag.training:
-            self.layer, self.argmax, self.xshape = layer, argmax, x.lshape
-        return CTensor(out, out.shape, x.dev, x.dtype)
+            self.layer, self.argmax, self.xshape, self.held = layer, argmax, x.lshape, held
+        return y
 
     def backward(self, dy: CTensor) -> CTensor:
         be = dy.dev.be
         alloc = dy.dev.alloc
+        if self.held:    # in CHWN: dy as neon's (C, 1, P, Q, N), its own or transposed
+            dx = alloc(self.layer.dimI, dy.dtype)
+            be.bprop_pool(self.layer, _neon_input(dy, self.layer.dimO), dx, self.argmax)
+            return _nchw_result(dx, dy)
         dx = alloc(self.xshape, dy.dtype)
         be.bprop_pool(self.layer, _as_shape(dy.materialize(), self.layer.dimO, alloc),
                       dx.reshape(self.layer.dimI), self.argmax)
@@ -233,41 +263,48 @@ class _BatchNorm2d(Operation):
         _check4(x, "batchnorm_2d", scale.Size())
         be, C = x.dev.be, x.lshape[1]
         eps, m = self.handle.eps, self.handle.factor
-        col = (1, C, 1, 1)
-        xv = x.materialize()
+        xv = take_chwn(x, run)          # x held in CHWN (layout.py): the sums run there
+        held = xv is not None
+        col = (C, 1, 1, 1) if held else (1, C, 1, 1)
+        xv = xv if held else x.materialize()
         gamma = scale.materialize().reshape(col)
         beta = bias.materialize().reshape(col)
         rm, rv = self.running_mean.data, self.running_var.data
         if ag.training:
             n = x.Size() // C
             alloc = x.dev.alloc
-            x3 = _channel_rows(xv, alloc)
+            x3 = _as_shape(xv, (1, C, n), alloc) if held else _channel_rows(xv, alloc)
             mean, var, inv = (alloc((1, C, 1), x.dtype) for _ in range(3))
             unbiased = n / (n - 1) if n > 1 else 1.0
             be.batch_moments(x3, mean, var, inv, eps, (rm.writable(), rv.writable()), 1.0 - m,
                              (m, m * unbiased))
             self.x3, self.mean3, self.inv3, self.gamma, self.n = x3, mean, inv, gamma, n
             mean, inv = mean.reshape(col), inv.reshape(col)
-            self.x, self.mean, self.inv = xv, mean, inv
+            self.x, self.mean, self.inv, self.held = xv, mean, inv, held
             y = (xv - mean) * (inv * gamma) + beta
         else:
             mean = rm.materialize().reshape(col)
             var = rv.materialize().reshape(col)
             y = (xv - mean) / be.sqrt(var + eps) * gamma + beta
-        return CTensor(y, x.lshape, x.dev, x.dtype)
+        return CTensor(nchw(y) if held else y, x.lshape, x.dev, x.dtype)
 
     def backward(self, dy: CTensor) -> tuple:
         be, C = dy.dev.be, dy.lshape[1]
-        g = dy.materialize()
         alloc = dy.dev.alloc
+        if self.held:     # in CHWN, as forward ran: dy's own CHWN tensor or a transposed copy
+            g = _neon_input(dy, self.x.shape[:1] + (1,) + self.x.shape[1:]).reshape(self.x.shape)
+            g3 = g.reshape((1, C, self.n))
+        else:
+            g = dy.materialize()
+            g3 = _channel_rows(g, alloc)
         dgamma, dbeta = alloc((1, C, 1), dy.dtype), alloc((1, C, 1), dy.dtype)
-        be.batch_grad_sums(_channel_rows(g, alloc), self.x3, self.mean3, self.inv3, dgamma,
-                           dbeta)
+        be.batch_grad_sums(g3, self.x3, self.mean3, self.inv3, dgamma, dbeta)
         xhat = (self.x - self.mean) * self.inv
-        dgamma4, dbeta4 = dgamma.reshape((1, C, 1, 1)), dbeta.reshape((1, C, 1, 1))
+        col = self.mean.shape
+        dgamma4, dbeta4 = dgamma.reshape(col), dbeta.reshape(col)
         dx = (self.gamma * self.inv) * (g - (xhat * dgamma4 + dbeta4) * (1.0 / self.n))
         shape = (C,)
-        return (CTensor(dx, dy.lshape, dy.dev, dy.dtype),
+        return (CTensor(nchw(dx) if self.held else dx, dy.lshape, dy.dev, dy.dtype),
                 CTensor(dgamma.reshape((1, C)), shape, dy.dev, dy.dtype),
                 CTensor(dbeta.reshape((1, C)), shape, dy.dev, dy.dtype))
 

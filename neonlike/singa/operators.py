@@ -30,7 +30,8 @@ from ..optree import build
 from ..shapes import pad2
 from . import autograd as ag
 from .autograd import Operation, TreeOp
-from .singa_wrap import CTensor, ran
+from .layout import chwn, nchw, take_chwn
+from .singa_wrap import CTensor, ran, run
 from .tensor import Tensor
 
 
@@ -614,14 +615,36 @@ class Concat(Operation):
         shape = self.out_shape(*(x.lshape for x in xs))
         dtype = ag.float_result_dtype(xs)
         dev = xs[0].dev
+        self._spans = None
+        if self._a == 1 and len(shape) == 4:   # channels of values held in CHWN (layout.py)
+            held = [chwn(x.value) for x in xs]
+            if all(v is not None for v in held):
+                N, C, H, W = shape
+                out, spans = _concatenated(dev, held, [(c, H, W, N) for _, c, _, _ in
+                                                       (x.lshape for x in xs)], 0,
+                                           (C, H, W, N), dtype)
+                self._chwn = [s[1:] for s in spans]
+                return CTensor(nchw(out), shape, dev, dtype)
         out, spans = _concatenated(dev, [x.value for x in xs], [x.lshape for x in xs],
                                    self._a, shape, dtype)
         self._spans = list(zip(spans, (x.lshape for x in xs)))
         return CTensor(out, shape, dev, dtype)
 
     def backward(self, dy: CTensor) -> Any:
-        g = dy.materialize()
         grads = []
+        if self._spans is None:     # forward ran in CHWN: dy's parts along its channels
+            g = take_chwn(dy, run)
+            if g is None:
+                N, C, H, W = dy.lshape
+                g = dy.dev.alloc((C, H, W, N), dy.dtype)
+                dy.dev.be.copy_transpose(dy.materialize(), g, axes=(1, 2, 3, 0))
+            for i, (start, stop) in enumerate(self._chwn):
+                part = _span_view(g, (0, start, stop)) if self._need(i) else None
+                grads.append(None if part is None else CTensor(
+                    nchw(part), (dy.lshape[0], stop - start) + dy.lshape[2:], dy.dev,
+                    dy.dtype))
+            return tuple(grads) if len(grads) > 1 else grads[0]
+        g = dy.materialize()
         for i, (span, shape) in enumerate(self._spans):
             if not self._need(i):
                 grads.append(None)

@@ -25,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.autodiff import _attrs
 from ..ops import Op
-from ..optree import OpTreeNode, build
+from ..optree import OpTreeNode, build, trusted_node
 from ..shapes import pad2
 from ..tensor import Tensor as EngineTensor
 
@@ -114,9 +115,22 @@ class CTensor:
             for ref in readers:
                 reader = ref()
                 if reader is not None and reader is not self and reader.lazy:
-                    reader.materialize()
+                    reader.settle()
             readers.clear()
         return target
+
+    def settle(self) -> None:
+        """Run the tree, so that the value reads no tensor but its own: materialised, or where
+        the tree is a transpose of another (layout.py's NCHW view of a CHWN tree), that tree run
+        and the transpose kept (the readers that want it in CHWN take it without a copy)."""
+        v = self.value
+        if type(v) is OpTreeNode:
+            d = v[0]
+            if d["op"] is Op.TRANSPOSE and type(v[1]) is OpTreeNode:
+                inner = run(self.dev, v[1], self.dtype)
+                self.value = trusted_node(Op.TRANSPOSE, d["shape"], _attrs(d), inner, None)
+            else:
+                self.materialize()
 
     def to_numpy(self) -> np.ndarray:
         return self.materialize().get().reshape(self.lshape)
@@ -149,8 +163,15 @@ class CTensor:
 
 def run(dev: Any, tree: Any, dtype: Any) -> EngineTensor:
     """A tree executed into a new tensor on `dev`; a reshape at its root becomes a view of its
-    operand's result (no copy, no host stage)."""
+    operand's result (no copy, no host stage), a transpose at its root the backend's
+    copy_transpose of its operand's result (layout.py's NCHW views of CHWN tensors)."""
     d = tree[0]
+    if d["op"] is Op.TRANSPOSE:
+        inner = tree[1]
+        inner = run(dev, inner, dtype) if type(inner) is OpTreeNode else inner
+        out = dev.alloc(d["shape"], dtype)
+        dev.be.copy_transpose(inner, out, axes=d["axes"])
+        return out
     if d["op"] is Op.RESHAPE:
         inner = tree[1]
         inner = run(dev, inner, dtype) if type(inner) is OpTreeNode else inner
