@@ -295,3 +295,29 @@ def test_copy_transpose_other_cases_match_numpy(be):
     h = be.empty((5, 4, 6), dtype=np.float16)
     be.copy_transpose(be.array(a_np, dtype=np.float16), h, axes=(2, 0, 1))
     np.testing.assert_array_equal(h.get(), a_np.astype(np.float16).transpose(2, 0, 1))
+
+
+def test_a_rotation_inside_a_tree_runs_the_tiled_kernel(be, monkeypatch):
+    """The engine's TRANSPOSE stage of a rotation (a tree reading a CHWN tensor as NCHW, as the
+    SINGA front end hands convolution results on) runs copy_transpose's tiled kernel, then the
+    fused kernel over its result; values as numpy's. Other transposes keep the host stage."""
+    from neonlike.backends.cpu import extra_kernels
+    from neonlike.ops import Op
+    from neonlike.optree import build
+    if not extra_kernels.HAVE_NUMBA:
+        pytest.skip("the CPU's tiled transpose kernel needs numba")
+    calls = []
+    real = extra_kernels.transpose2d
+    monkeypatch.setattr(extra_kernels, "transpose2d", lambda a, o: (calls.append(a.shape),
+                                                                     real(a, o)))
+    rng = np.random.default_rng(3)
+    t_np = rng.uniform(-1, 1, (4, 3, 2, 5)).astype(np.float32)
+    t = be.array(t_np)
+    out = be.empty((5, 4, 3, 2))
+    out[:] = be.maximum(build(Op.TRANSPOSE, t, None, axes=(3, 0, 1, 2)), 0.0) * 2.0
+    np.testing.assert_array_equal(out.get(), np.maximum(t_np.transpose(3, 0, 1, 2), 0) * 2)
+    assert calls == [(24, 5)]
+    out2 = be.empty((4, 2, 3, 5))
+    out2[:] = build(Op.TRANSPOSE, t, None, axes=(0, 2, 1, 3)) + 1.0   # not a rotation
+    np.testing.assert_array_equal(out2.get(), t_np.transpose(0, 2, 1, 3) + 1)
+    assert len(calls) == 1

@@ -68,7 +68,7 @@ def _sink(x: Any, memo: dict) -> Any:
         out = x[1] if d["axes"] == TO_NCHW else _NO
     elif OP_INFO[op].kind is Kind.ELEMENTWISE:
         a = _sink(x[1], memo)
-        b = _sink(x[2], memo) if OP_INFO[op].arity == 2 else None
+        b = _sink(x[2], memo) if a is not _NO and OP_INFO[op].arity == 2 else None
         out = _NO if a is _NO or b is _NO else build(op, a, b, **dict(_attrs(d)))
     else:
         out = _NO

@@ -55,7 +55,10 @@ def _rotation(a: Any, out: Any, axes: Any) -> int | None:
     otherwise."""
     if type(a) is not type(out) or not hasattr(a, "_tensor"):
         return None
-    x, y = a._tensor, out._tensor
+    return _array_rotation(a._tensor, out._tensor, axes)
+
+
+def _array_rotation(x: np.ndarray, y: np.ndarray, axes: Any) -> int | None:
     d = x.ndim
     axes = tuple(reversed(range(d))) if axes is None else tuple(axes)
     if d < 2 or len(axes) != d or not 0 < axes[0] < d or \
@@ -68,6 +71,22 @@ def _rotation(a: Any, out: Any, axes: Any) -> int | None:
     return axes[0]
 
 
+def transpose_into(x: np.ndarray, y: np.ndarray, axes: Any) -> bool:
+    """y[...] = x.transpose(axes) by the tiled kernel, where `axes` rotate x's axes and x, y are
+    distinct plain C-ordered float arrays of one dtype (the engine's TRANSPOSE stages, numpy's
+    copy of a transposed view ran 2-6x slower); False, nothing written, otherwise."""
+    r = _array_rotation(x, y, axes) if y.size else None
+    if r is None:
+        return False
+    k = _kernels()
+    if not k.HAVE_NUMBA:
+        return False
+    rows = math.prod(x.shape[:r])
+    fn = k.transpose2d_parallel if x.size >= TRANSPOSE_PARALLEL else k.transpose2d
+    fn(x.reshape(rows, -1), y.reshape(-1, rows))
+    return True
+
+
 class CPUExtraOpsMixin:
     """batched_dot, histogram buffers, ROI pooling and copy_transpose with neon's names and
     signatures."""
@@ -76,14 +95,10 @@ class CPUExtraOpsMixin:
         """out[:] = a transposed (the axes reversed, or permuted by `axes`). A rotation of a
         tensor's axes into a separate C-ordered tensor (NCHW <-> CHWN, a matrix's .T) runs as
         a tiled transpose kernel; anything else as the engine's TRANSPOSE statement."""
-        r = _rotation(a, out, axes) if out.size else None
-        k = _kernels() if r is not None else None
-        if k is None or not k.HAVE_NUMBA:     # (without numba the kernel would run as Python)
+        if type(a) is not type(out) or not hasattr(a, "_tensor") or \
+                not transpose_into(a._tensor, out._tensor, axes):
+            # (without numba the kernel would run as Python)
             return super().copy_transpose(a, out, axes, repeat)
-        x = a._tensor
-        rows = math.prod(x.shape[:r])
-        fn = k.transpose2d_parallel if x.size >= TRANSPOSE_PARALLEL else k.transpose2d
-        fn(x.reshape(rows, -1), out._tensor.reshape(-1, rows))
         return out
 
     # ---------------------------------------------------------------- batched products

@@ -28,7 +28,7 @@ from ...optree import OpTreeNode, Operators, _broadcast2, hotpath, shape_of
 from .. import reference
 from ..cache import CPU_CACHE, timed_first_call
 from ..engine import DEBUG, Engine, jit_after_default
-from . import compiler, compound, gemm
+from . import compiler, compound, extra_ops, gemm
 from . import render as render_numba
 
 # Elements from which a stage runs on every core (below, a parallel launch costs more than it
@@ -364,7 +364,11 @@ def _gemm(a: np.ndarray, b: np.ndarray, dst: np.ndarray, alpha: float = 1.0,
 
 
 def _host_stage(node: Any, dst: np.ndarray, operands: list, dt: Any) -> None:
-    """A HOST stage: the node's op on its operands computed before (or its whole subtree)."""
+    """A HOST stage: the node's op on its operands computed before (or its whole subtree); a
+    transpose that rotates the axes of a float array by the tiled kernel (copy_transpose's)."""
+    if operands and node[0]["op"] is Op.TRANSPOSE and \
+            extra_ops.transpose_into(operands[0], dst, node[0]["axes"]):
+        return
     dst[...] = reference.evaluate_op(node[0], operands, dt) if operands else \
         reference.evaluate(node, dt)
 
