@@ -502,41 +502,39 @@ def _fprop_lanes(Xf, Ym, Ys, A, L, is_max, R, S, g):
 
 
 @njit(cache=True, inline="always")
-def _bprop_lanes(Df, Af, acc, L, is_max, R, S, g):
-    """acc (H, W*L, float64, zeroed by the caller) += the errors Df (P, Q*L, float64) routed
-    back: to the argmax Af (max) or, already divided by the window's count, over the window
-    (average)."""
-    H, W = acc.shape[0], acc.shape[1] // L
-    P, Q = Df.shape[0], Df.shape[1] // L
+def _gather_row(E, A, c, h, acc, L, is_max, R, S, H, W, g):
+    """acc (W*L, float64) += the errors E[c] (P, Q*L) of the windows that hold input row h of
+    channel c: each to its argmax A[c] (max), or divided by its window's count of valid
+    positions (average). A row gathers what reaches it: a task owns the rows it writes."""
+    P, Q = E.shape[1], E.shape[2] // L
     ph, pw, sh, sw = g[2], g[3], g[6], g[7]
-    for p in range(P):
+    for r in range(R):
+        pr = h + ph - r
+        if pr < 0 or pr % sh != 0 or pr // sh >= P:
+            continue
+        p = pr // sh
         r0, r1 = _taps(p, sh, ph, 1, H, R)
-        for r in range(r0, r1):
-            row = acc[p * sh - ph + r]
-            for s in range(S):
-                q0, runs, width, w0 = _runs(W, sw, pw, s, Q, L)
+        erow = E[c, p]
+        for s in range(S):
+            if is_max:
+                arow = A[c, p]
                 index = r * S + s
+                q0, runs, width, w0 = _runs(W, sw, pw, s, Q, L)
                 for q in range(q0, q0 + runs):
                     src, dst = q * L, (w0 + q * sw) * L
-                    err, arg = Df[p, src:src + width], Af[p, src:src + width]
-                    out = row[dst:dst + width]
+                    err, arg = erow[src:src + width], arow[src:src + width]
+                    out = acc[dst:dst + width]
                     for k in range(width):   # branch-free: it vectorises
-                        out[k] += err[k] if not is_max or arg[k] == index else 0.0
-
-
-@njit(cache=True, inline="always")
-def _avg_counts(D, L, R, S, H, W, g):
-    """Each error of D (P, Q*L) divided by its window's count of valid positions."""
-    P, Q = D.shape[0], D.shape[1] // L
-    ph, pw, sh, sw = g[2], g[3], g[6], g[7]
-    for p in range(P):
-        r0, r1 = _taps(p, sh, ph, 1, H, R)
-        for q in range(Q):
-            s0, s1 = _taps(q, sw, pw, 1, W, S)
-            run = D[p, q * L:(q + 1) * L]
-            scale = 1.0 / ((r1 - r0) * (s1 - s0))
-            for j in range(L):
-                run[j] *= scale
+                        out[k] += err[k] if arg[k] == index else 0.0
+            else:
+                q0, q1, w0 = _outs(W, sw, pw, 1, s, Q)
+                for q in range(q0, q1):
+                    s0, s1 = _taps(q, sw, pw, 1, W, S)
+                    scale = 1.0 / ((r1 - r0) * (s1 - s0))
+                    src, dst = q * L, (w0 + q * sw) * L
+                    err, out = erow[src:src + L], acc[dst:dst + L]
+                    for k in range(L):
+                        out[k] += err[k] * scale
 
 
 @njit(parallel=True, cache=True, fastmath=_FMA)
@@ -567,21 +565,16 @@ def fprop_pool_lanes(I, O, argmax, is_max, beta, L, R, S, g):
 def bprop_pool_lanes(E, G, argmax, is_max, alpha, beta, L, R, S, g):
     """bprop_pool for fprop_pool_lanes' layers: G (C, H, W*L) = alpha * (E (C, P, Q*L) sent back
     to each max's position, or spread over each window's valid positions) + beta * G, the sums
-    in float64."""
+    in float64, a (channel, input row) a task."""
     C, H, WL = G.shape
-    for c in prange(C):
-        D = E[c].astype(np.float64)
-        if not is_max:
-            _avg_counts(D, L, R, S, H, WL // L, g)
-        Af = argmax[c] if is_max else np.zeros((D.shape[0], D.shape[1]), argmax.dtype)
-        acc = np.zeros((H, WL), np.float64)
-        _bprop_lanes(D, Af, acc, L, is_max, R, S, g)
-        out = G[c]
-        for h in range(H):
-            row = out[h]
-            for k in range(WL):
-                v = alpha * acc[h, k]
-                row[k] = v + beta * row[k] if beta != 0.0 else v
+    for ch in prange(C * H):
+        c, h = ch // H, ch % H
+        acc = np.zeros(WL, np.float64)
+        _gather_row(E, argmax, c, h, acc, L, is_max, R, S, H, WL // L, g)
+        row = G[c, h]
+        for k in range(WL):
+            v = alpha * acc[k]
+            row[k] = v + beta * row[k] if beta != 0.0 else v
 
 
 @njit(parallel=True, cache=True, fastmath=_FMA)
@@ -623,22 +616,21 @@ def bprop_pool_planes(E, G, argmax, is_max, alpha, beta, R, S, g):
     for block in prange((C + LANES - 1) // LANES):
         c0 = block * LANES
         n = min(LANES, C - c0)
-        D = np.empty((P, Q, LANES), np.float64)
+        D = np.empty((P, Q, LANES), E.dtype)
         _block_in(D, E, c0, n)
         A = np.zeros((P, Q, LANES), argmax.dtype)
-        Df = D.reshape(P, Q * LANES)
         if is_max:
             _block_in(A, argmax, c0, n)
-        else:
-            _avg_counts(Df, LANES, R, S, H, W, g)
-        acc = np.zeros((H, W * LANES), np.float64)
-        _bprop_lanes(Df, A.reshape(P, Q * LANES), acc, LANES, is_max, R, S, g)
-        for j in range(n):
-            out = G[c0 + j]
-            for h in range(H):
+        Df, Af = D.reshape(1, P, Q * LANES), A.reshape(1, P, Q * LANES)
+        acc = np.empty(W * LANES, np.float64)
+        for h in range(H):
+            acc[:] = 0.0
+            _gather_row(Df, Af, 0, h, acc, LANES, is_max, R, S, H, W, g)
+            for j in range(n):
+                out = G[c0 + j, h]
                 for w in range(W):
-                    v = alpha * acc[h, w * LANES + j]
-                    out[h, w] = v + beta * out[h, w] if beta != 0.0 else v
+                    v = alpha * acc[w * LANES + j]
+                    out[w] = v + beta * out[w] if beta != 0.0 else v
 
 
 @njit(parallel=True, cache=True)
