@@ -557,12 +557,13 @@ def _convnet(rng):
     stats = [torch.zeros(4, dtype=torch.float64), torch.ones(4, dtype=torch.float64),
              torch.zeros(6, dtype=torch.float64), torch.ones(6, dtype=torch.float64)]
 
-    def tnet(x, w1, s1, o1, w21, b21, w22, b22, s2, o2, lw, lb):
+    def tnet(x, w1, s1, o1, w21, b21, w22, b22, s2, o2, lw, lb, training=True):
         y = F.batch_norm(F.relu(F.conv2d(x, w1, padding=1)), stats[0], stats[1], s1, o1,
-                         training=True, momentum=0.9)
+                         training=training, momentum=0.9)
         y = F.max_pool2d(y, 3, 1, 1)
         y = torch.cat((F.conv2d(y, w21, b21, padding=1), F.conv2d(y, w22, b22, padding=1)), 1)
-        y = F.batch_norm(F.relu(y), stats[2], stats[3], s2, o2, training=True, momentum=0.9)
+        y = F.batch_norm(F.relu(y), stats[2], stats[3], s2, o2, training=training,
+                         momentum=0.9)
         return F.avg_pool2d(y, 2).flatten(1) @ lw + lb
     return net, tnet, params
 
@@ -587,6 +588,11 @@ def test_a_convnet_held_in_chwn_between_its_operators_matches_torch():
         layers._nchw_to_neon = orig
     # conv1's data input, forward; pool2's gradient from flatten, backward: nothing else
     assert transposes == [(3, 2, 6, 4), (3, 6, 3, 2)]
+    # inference (running statistics, updated once by each side) through the same CHWN path
+    autograd.training = False
+    x = rng.randn(2, 2, 6, 4)
+    want = tnet(torch.tensor(x), *(torch.tensor(p.to_numpy()) for p in params), training=False)
+    np.testing.assert_allclose(net(t64(x)).to_numpy(), want.numpy(), rtol=1e-9, atol=1e-12)
 
 
 def test_chwn_sinks_through_elementwise_trees_and_refuses_what_needs_a_copy():
