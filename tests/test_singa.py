@@ -619,8 +619,8 @@ def test_chwn_sinks_through_elementwise_trees_and_refuses_what_needs_a_copy():
 
 
 def test_a_parameter_update_settles_its_chwn_readers_with_the_old_values():
-    """BN's lazy output reads its scale; an update of the scale first runs that output in CHWN
-    (CTensor.settle) with the old scale, and the value stays held in CHWN."""
+    """BN's lazy output reads its bias; an update of the bias first runs that output in CHWN
+    (CTensor.settle) with the old bias, and the value stays held in CHWN."""
     from neonlike.singa.layout import chwn
     rng = np.random.RandomState(13)
     conv, bn = autograd.Conv2d(2, 3, 3, padding=1), autograd.BatchNorm2d(3)
@@ -633,7 +633,7 @@ def test_a_parameter_update_settles_its_chwn_readers_with_the_old_values():
     mean, var = c.mean(axis=(0, 2, 3), keepdims=True), c.var(axis=(0, 2, 3), keepdims=True)
     want = (c - mean) / np.sqrt(var + 1e-5) * scale.to_numpy().reshape(1, 3, 1, 1) + \
         bias.to_numpy().reshape(1, 3, 1, 1)
-    scale.data.write(scale.data.value * 0.0 + 7.0)
+    bias.data.write(bias.data.value * 0.0 + 7.0)
     held = chwn(y.data.value)
     assert isinstance(held, Tensor_) and held.shape == (3, 5, 5, 4)  # run, still in CHWN
     np.testing.assert_allclose(y.to_numpy(), want, rtol=1e-12, atol=1e-12)

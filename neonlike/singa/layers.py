@@ -278,10 +278,15 @@ class _BatchNorm2d(Operation):
             unbiased = n / (n - 1) if n > 1 else 1.0
             be.batch_moments(x3, mean, var, inv, eps, (rm.writable(), rv.writable()), 1.0 - m,
                              (m, m * unbiased))
-            self.x3, self.mean3, self.inv3, self.gamma, self.n = x3, mean, inv, gamma, n
             mean, inv = mean.reshape(col), inv.reshape(col)
+            # gamma * inv as the layer's own tensor: the input gradient then reads no parameter,
+            # so the optimizer's update of the scale does not force it to run (CTensor.settle)
+            # and it stays lazy, fused with what reads it
+            ginv = alloc(col, x.dtype)
+            ginv[:] = inv * gamma
+            self.x3, self.mean3, self.inv3, self.ginv, self.n = x3, mean, inv, ginv, n
             self.x, self.mean, self.inv, self.held = xv, mean, inv, held
-            y = (xv - mean) * (inv * gamma) + beta
+            y = (xv - mean) * ginv + beta
         else:
             mean = rm.materialize().reshape(col)
             var = rv.materialize().reshape(col)
@@ -302,7 +307,7 @@ class _BatchNorm2d(Operation):
         xhat = (self.x - self.mean) * self.inv
         col = self.mean.shape
         dgamma4, dbeta4 = dgamma.reshape(col), dbeta.reshape(col)
-        dx = (self.gamma * self.inv) * (g - (xhat * dgamma4 + dbeta4) * (1.0 / self.n))
+        dx = self.ginv * (g - (xhat * dgamma4 + dbeta4) * (1.0 / self.n))
         shape = (C,)
         return (CTensor(nchw(dx) if self.held else dx, dy.lshape, dy.dev, dy.dtype),
                 CTensor(dgamma.reshape((1, C)), shape, dy.dev, dy.dtype),
