@@ -572,20 +572,20 @@ def test_a_convnet_held_in_chwn_between_its_operators_matches_torch():
     """Convolution and pooling results stay in neon's CHWN layout (layout.py) through relu, BN,
     the other pools and convolutions and cat: forward values and every gradient against torch
     (float64), and no transpose between operators but the input's, flatten's and the weights'."""
-    from neonlike.singa import layers
+    from neonlike.singa import layout
     rng = np.random.RandomState(11)
     net, tnet, params = _convnet(rng)
     transposes = []
-    orig = layers._nchw_to_neon
+    orig = layout.chwn_copy
 
-    def counted(value, alloc):
-        transposes.append(value.shape)
-        return orig(value, alloc)
-    layers._nchw_to_neon = counted
+    def counted(x):
+        transposes.append(x.lshape)
+        return orig(x)
+    layout.chwn_copy = counted
     try:
         _check_layer(net, tnet, [rng.randn(3, 2, 6, 4)], params, rng)
     finally:
-        layers._nchw_to_neon = orig
+        layout.chwn_copy = orig
     # conv1's data input, forward; pool2's gradient from flatten, backward: nothing else
     assert transposes == [(3, 2, 6, 4), (3, 6, 3, 2)]
     # inference (running statistics, updated once by each side) through the same CHWN path

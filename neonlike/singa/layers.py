@@ -7,9 +7,9 @@ update_conv, be.fprop_pool / bprop_pool) in neon's layouts: input (C, 1, H, W, N
 holds the lazy NCHW transpose of the CHWN tensor, and the next convolution, pooling, batch norm or
 channel cat takes the CHWN tensor itself, through the elementwise operators between them (relu,
 batch norm's arithmetic, summed gradients). Only a value in plain NCHW (the data, flatten's
-gradient) is transposed on the way in (`_permuted`: be.copy_transpose, a tiled kernel on the CPU
-for these rotations of the axes, ~10 us at 32x16x8x8), and only a reader that wants NCHW pays
-the transpose out (singa_wrap.run). Pooling of a plain NCHW value needs no copy either: the
+gradient) is transposed on the way in (`layout.permuted`: be.copy_transpose, a tiled kernel on
+the CPU for these rotations of the axes, ~10 us at 32x16x8x8), and only a reader that wants NCHW
+pays the transpose out (singa_wrap.run). Pooling of a plain NCHW value needs no copy either: the
 buffer is, as it lies, the (N*C, 1, H, W, 1) input of a pooling layer over N*C channels of a
 batch of one (each image's planes are pooled apart), which the CPU runs plane by plane.
 
@@ -35,8 +35,8 @@ import numpy as np
 from . import autograd as ag
 from . import operators as F
 from .autograd import Layer, Operation
-from .layout import nchw, take_chwn
-from .singa_wrap import CTensor, run
+from .layout import as_chwn, chwn_copy, nchw, permuted, take_chwn
+from .singa_wrap import CTensor
 from .tensor import Tensor
 
 
@@ -49,31 +49,13 @@ def _pair(v: Any, what: str) -> tuple:
     return v
 
 
-def _permuted(value: Any, perm: tuple, shape: tuple, alloc: Any) -> Any:
-    """A copy of the engine tensor `value` with its axes permuted by `perm`, reshaped to
-    `shape`; `alloc(shape, dtype)` gives the uninitialised output (a device's Device.alloc)."""
-    out = alloc(tuple(value.shape[p] for p in perm), value.dtype)
-    value.backend.copy_transpose(value, out, axes=perm)
-    # the pooled tensor itself where it has the shape (its engine memos stay: a new view
-    # each step would take the statements' slow path)
-    return out if tuple(out.shape) == tuple(shape) else out.reshape(shape)
-
-
-def _nchw_to_neon(value: Any, alloc: Any) -> Any:
-    N, C, H, W = value.shape
-    return _permuted(value, (1, 2, 3, 0), (C, 1, H, W, N), alloc)
-
-
 def _neon_input(x: CTensor, dims: tuple) -> Any:
-    """NCHW x as neon's (C, 1, H, W, N) input `dims`: the CHWN tensor it is held as (layout.py),
-    else a transposed copy of its value."""
-    t = take_chwn(x, run)
-    if t is not None:
-        try:
-            return t.reshape(dims)
-        except ValueError:    # a strided view
-            pass
-    return _nchw_to_neon(x.materialize(), x.dev.alloc)
+    """NCHW x as neon's input `dims` ((C, 1, H, W, N), or (C, H, W, N)): the CHWN tensor it is
+    held as (layout.py), else a transposed copy of its value."""
+    try:
+        return as_chwn(x).reshape(dims)
+    except ValueError:    # held as a strided view
+        return chwn_copy(x).reshape(dims)
 
 
 def _nchw_result(t: Any, like: CTensor) -> CTensor:
@@ -160,7 +142,7 @@ class _Conv2d(Operation):
         layer = h.layer(be, x.dtype, x.lshape)
         alloc = x.dev.alloc
         I = _neon_input(x, layer.dimI)
-        Fw = _permuted(W.materialize(), (1, 2, 3, 0), (C, 1, R, S, K), alloc)
+        Fw = permuted(W.materialize(), (1, 2, 3, 0), alloc).reshape((C, 1, R, S, K))
         O = alloc(layer.dimO, x.dtype)   # every element written (beta 0)
         bias = None if b is None else b.materialize().reshape((K, 1))
         be.fprop_conv(layer, I, Fw, O, bias=bias)
@@ -182,7 +164,7 @@ class _Conv2d(Operation):
         U = alloc(layer.dimF, dy.dtype)
         gb = alloc((K, 1), dy.dtype) if self.has_bias else None
         be.update_conv(layer, self.I, E, U, grad_bias=gb)
-        dW = _permuted(U.reshape((C, R, S, K)), (3, 0, 1, 2), (K, C, R, S), alloc)
+        dW = permuted(U.reshape((C, R, S, K)), (3, 0, 1, 2), alloc)
         dW = CTensor(dW, self.wshape, dy.dev, dy.dtype)
         if gb is not None:
             db = CTensor(gb.reshape((1, K)), (K,), dy.dev, dy.dtype)
@@ -199,8 +181,8 @@ class _Pooling2d(Operation):
         _check4(x, "pooling_2d")
         be = x.dev.be
         alloc = x.dev.alloc
-        t = take_chwn(x, run)
-        held = t is not None and t.shape == x.lshape[1:] + x.lshape[:1]
+        t = take_chwn(x)
+        held = t is not None
         layer = self.handle.layer(be, x.dtype, x.lshape, held)
         # every element written, argmax too
         argmax = alloc(layer.dimO, np.int32) if self.handle.is_max else None
@@ -263,7 +245,7 @@ class _BatchNorm2d(Operation):
         _check4(x, "batchnorm_2d", scale.Size())
         be, C = x.dev.be, x.lshape[1]
         eps, m = self.handle.eps, self.handle.factor
-        xv = take_chwn(x, run)          # x held in CHWN (layout.py): the sums run there
+        xv = take_chwn(x)          # x held in CHWN (layout.py): the sums run there
         held = xv is not None
         col = (C, 1, 1, 1) if held else (1, C, 1, 1)
         xv = xv if held else x.materialize()
@@ -297,7 +279,7 @@ class _BatchNorm2d(Operation):
         be, C = dy.dev.be, dy.lshape[1]
         alloc = dy.dev.alloc
         if self.held:     # in CHWN, as forward ran: dy's own CHWN tensor or a transposed copy
-            g = _neon_input(dy, self.x.shape[:1] + (1,) + self.x.shape[1:]).reshape(self.x.shape)
+            g = _neon_input(dy, self.x.shape)
             g3 = g.reshape((1, C, self.n))
         else:
             g = dy.materialize()

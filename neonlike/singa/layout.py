@@ -21,6 +21,7 @@ from typing import Any
 from ..backends.autodiff import _attrs
 from ..ops import OP_INFO, Kind, Op
 from ..optree import OpTreeNode, build, shape_of, trusted_node
+from .singa_wrap import run
 
 TO_NCHW = (3, 0, 1, 2)   # (C, H, W, N) -> (N, C, H, W)
 TO_CHWN = (1, 2, 3, 0)   # (N, C, H, W) -> (C, H, W, N)
@@ -45,15 +46,35 @@ def chwn(value: Any) -> Any:
     return None if out is _NO else out
 
 
-def take_chwn(x: Any, run: Any) -> Any:
+def take_chwn(x: Any) -> Any:
     """CTensor x's values as a (C, H, W, N) engine tensor where `chwn` finds them (a tree is run
-    once, by `run(dev, tree, dtype)`, and x then holds its transpose, for other readers); None
-    where x is not held so."""
+    once, and x then holds its transpose, for other readers); None where x is not held so."""
     v = chwn(x.value)
     if type(v) is OpTreeNode:
         v = run(x.dev, v, x.dtype)
         x.value = nchw(v)
     return v
+
+
+def as_chwn(x: Any) -> Any:
+    """CTensor x's NCHW values as a (C, H, W, N) engine tensor: the one it is held as
+    (take_chwn), else a transposed copy of its value."""
+    t = take_chwn(x)
+    return chwn_copy(x) if t is None else t
+
+
+def chwn_copy(x: Any) -> Any:
+    """A (C, H, W, N) copy of CTensor x's NCHW values."""
+    return permuted(x.materialize(), TO_CHWN, x.dev.alloc)
+
+
+def permuted(value: Any, perm: tuple, alloc: Any) -> Any:
+    """A C-ordered copy of the engine tensor `value` with its axes permuted by `perm`
+    (be.copy_transpose, a tiled kernel on the CPU for these rotations of the axes) into
+    `alloc(shape, dtype)` (a device's Device.alloc)."""
+    out = alloc(tuple(value.shape[p] for p in perm), value.dtype)
+    value.backend.copy_transpose(value, out, axes=perm)
+    return out
 
 
 def _sink(x: Any, memo: dict) -> Any:
@@ -94,4 +115,4 @@ def _broadcast_leaf(t: Any) -> Any:
         return _NO
 
 
-__all__ = ["TO_NCHW", "TO_CHWN", "nchw", "chwn", "take_chwn"]
+__all__ = ["TO_NCHW", "TO_CHWN", "nchw", "chwn", "take_chwn", "as_chwn", "chwn_copy", "permuted"]

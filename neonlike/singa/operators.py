@@ -30,8 +30,8 @@ from ..optree import build
 from ..shapes import pad2
 from . import autograd as ag
 from .autograd import Operation, TreeOp
-from .layout import chwn, nchw, take_chwn
-from .singa_wrap import CTensor, ran, run
+from .layout import as_chwn, chwn, nchw
+from .singa_wrap import CTensor, ran
 from .tensor import Tensor
 
 
@@ -633,11 +633,7 @@ class Concat(Operation):
     def backward(self, dy: CTensor) -> Any:
         grads = []
         if self._spans is None:     # forward ran in CHWN: dy's parts along its channels
-            g = take_chwn(dy, run)
-            if g is None:
-                N, C, H, W = dy.lshape
-                g = dy.dev.alloc((C, H, W, N), dy.dtype)
-                dy.dev.be.copy_transpose(dy.materialize(), g, axes=(1, 2, 3, 0))
+            g = as_chwn(dy)
             for i, (start, stop) in enumerate(self._chwn):
                 part = _span_view(g, (0, start, stop)) if self._need(i) else None
                 grads.append(None if part is None else CTensor(

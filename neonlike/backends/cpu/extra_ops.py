@@ -48,17 +48,11 @@ def _as4(t: Any, op: str, name: str, shape: tuple, out: bool = False) -> np.ndar
     return a.reshape(shape)
 
 
-def _rotation(a: Any, out: Any, axes: Any) -> int | None:
-    """r where `axes` rotates a's axes left by r (r, ..., ndim-1, 0, ..., r-1) and a and out are
-    distinct, plain C-ordered float arrays of one dtype and out has the rotated shape: the
-    transposition is then one of a matrix (the product of a's first r axes by the rest). None
+def _rotation(x: np.ndarray, y: np.ndarray, axes: Any) -> int | None:
+    """r where `axes` rotates x's axes left by r (r, ..., ndim-1, 0, ..., r-1) and x and y are
+    distinct, plain C-ordered float arrays of one dtype and y has the rotated shape: the
+    transposition is then one of a matrix (the product of x's first r axes by the rest). None
     otherwise."""
-    if type(a) is not type(out) or not hasattr(a, "_tensor"):
-        return None
-    return _array_rotation(a._tensor, out._tensor, axes)
-
-
-def _array_rotation(x: np.ndarray, y: np.ndarray, axes: Any) -> int | None:
     d = x.ndim
     axes = tuple(reversed(range(d))) if axes is None else tuple(axes)
     if d < 2 or len(axes) != d or not 0 < axes[0] < d or \
@@ -75,7 +69,7 @@ def transpose_into(x: np.ndarray, y: np.ndarray, axes: Any) -> bool:
     """y[...] = x.transpose(axes) by the tiled kernel, where `axes` rotate x's axes and x, y are
     distinct plain C-ordered float arrays of one dtype (the engine's TRANSPOSE stages, numpy's
     copy of a transposed view ran 2-6x slower); False, nothing written, otherwise."""
-    r = _array_rotation(x, y, axes) if y.size else None
+    r = _rotation(x, y, axes) if y.size else None
     if r is None:
         return False
     k = _kernels()
