@@ -767,7 +767,7 @@ def _time_paths(run_mkl: Callable[[], Any], run_numpy: Callable[[], Any]) -> str
         # too (MKL's calls sometimes ran at half speed for a while, one core taken: 8.5
         # against 4.3 ms at 1024x256x2048, which sent the class to numpy in 2 of 6 runs)
         _settle()
-        mkl = min(mkl, _medians(run_mkl, run_numpy)[0])
+        mkl = min(mkl, _median(run_mkl))
         return "numpy" if numpy < SPIN_MARGIN * mkl else "mkl"
     time.sleep(QUIET_S)
     numpy = _best_of(run_numpy)
@@ -783,15 +783,19 @@ def _medians(run_mkl: Callable[[], Any], run_numpy: Callable[[], Any]) -> tuple[
     two: each MKL call then ran beside the worker OpenBLAS leaves spinning after a call
     (~65 ms), on one core of two, and looked twice as slow as it is (1024x256x2048: 11.7 ms a
     call alternating, 5.6-6.3 alone; numpy's 5.4)."""
-    times: dict = {"mkl": [], "numpy": []}
-    for name, run in (("mkl", run_mkl), ("numpy", run_numpy)):
-        if name == "numpy":
-            time.sleep(QUIET_S)
-        for _ in range(LONG_RUNS):
-            start = time.perf_counter()
-            run()
-            times[name].append(time.perf_counter() - start)
-    return statistics.median(times["mkl"]), statistics.median(times["numpy"])
+    mkl = _median(run_mkl)
+    time.sleep(QUIET_S)
+    return mkl, _median(run_numpy)
+
+
+def _median(run: Callable[[], Any]) -> float:
+    """The median time of LONG_RUNS back-to-back calls of `run`."""
+    times = []
+    for _ in range(LONG_RUNS):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
 
 
 def _remember(key: tuple, path: str) -> None:
