@@ -928,9 +928,8 @@ def test_mkl_threads_come_from_tbb_and_the_environment_is_left_alone():
 
 def test_auto_judges_long_calls_by_their_medians(monkeypatch):
     """A long call (SPIN_OK_S or more) is judged by the medians of its calls (MKL's, then
-    numpy's): MKL whose
-    fastest call wins but whose typical call is slower loses to a steadier numpy, and a steady
-    MKL keeps a tie. Times come from a fake clock that each call advances."""
+    numpy's): MKL whose fastest call wins but whose typical call is slower loses to a steadier
+    numpy, and a steady MKL keeps a tie. Times come from a fake clock that each call advances."""
     clock = [0.0]
     monkeypatch.setattr(G.time, "perf_counter", lambda: clock[0])
     monkeypatch.setattr(G.time, "sleep", lambda s: None)
