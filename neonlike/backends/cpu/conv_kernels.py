@@ -618,7 +618,7 @@ def bprop_pool_planes(E, G, argmax, is_max, alpha, beta, R, S, g):
         n = min(LANES, C - c0)
         D = np.empty((P, Q, LANES), E.dtype)
         _block_in(D, E, c0, n)
-        A = np.zeros((P, Q, LANES), argmax.dtype)
+        A = np.empty((P, Q, LANES), argmax.dtype)   # read for max pooling only
         if is_max:
             _block_in(A, argmax, c0, n)
         Df, Af = D.reshape(1, P, Q * LANES), A.reshape(1, P, Q * LANES)
