@@ -321,3 +321,85 @@ def test_a_rotation_inside_a_tree_runs_the_tiled_kernel(be, monkeypatch):
     out2[:] = build(Op.TRANSPOSE, t, None, axes=(0, 2, 1, 3)) + 1.0   # not a rotation
     np.testing.assert_array_equal(out2.get(), t_np.transpose(0, 2, 1, 3) + 1)
     assert len(calls) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# sgd_momentum: the CPU kernel (serial and parallel), the base Backend's op-trees, numpy float64
+# ---------------------------------------------------------------------------------------------
+
+def _sgd_reference(p, v, g, lr, m, damp, wd, nesterov, first):
+    p, v, g = (a.astype(np.float64) for a in (p, v, g))
+    g = g + wd * p
+    v = g if first else v * m + (1.0 - damp) * g
+    return p - lr * (g + m * v if nesterov else v), v
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("path", ["kernel", "op-trees"])
+@pytest.mark.parametrize("size", [(3, 7), (512, 600)])   # the second runs the parallel kernel
+@pytest.mark.parametrize("rule", [dict(first=True), dict(), dict(damp=0.3, wd=0.01),
+                                  dict(nesterov=True, wd=0.02), dict(first=True, wd=0.1)])
+def test_sgd_momentum_against_numpy(be, dtype, path, size, rule):
+    from neonlike.backends.backend import Backend
+    rng = np.random.default_rng(1)
+    p0, v0, g0 = (rng.uniform(-2, 2, size).astype(dtype) for _ in range(3))
+    p0[0, :3] = (0.0, 1e-30 if dtype == np.float64 else 1e-20, 1e30 if dtype == np.float64
+                 else 1e20)
+    g0[0, 3] = np.inf
+    g0[0, 4] = np.nan
+    args = dict(lr=0.05, m=0.9, damp=0.0, wd=0.0, nesterov=False, first=False)
+    args.update(rule)
+    P, V, G = be.array(p0, dtype=dtype), be.array(v0, dtype=dtype), be.array(g0, dtype=dtype)
+    run = be.sgd_momentum if path == "kernel" else \
+        (lambda *a: Backend.sgd_momentum(be, *a))
+    with np.errstate(all="ignore"):
+        run(P, V, G, args["lr"], args["m"], args["damp"], args["wd"], args["nesterov"],
+            args["first"])
+        want_p, want_v = _sgd_reference(p0, v0, g0, **args)
+    # rounding bound per element: a few ulps of the magnitudes summed (v * m + g cancels)
+    eps = np.finfo(dtype).eps
+    with np.errstate(all="ignore"):
+        a = {k: np.abs(x.astype(np.float64)) for k, x in (("p", p0), ("v", v0), ("g", g0))}
+        scale_v = a["v"] * args["m"] + a["g"] + args["wd"] * a["p"]
+        scale_p = a["p"] + args["lr"] * scale_v * (1 + args["m"]) * 2
+        for got, want, scale in ((V.get(), want_v, scale_v), (P.get(), want_p, scale_p)):
+            same = (got == want) | (np.isnan(got) & np.isnan(want))
+            close = np.abs(got - want) <= 8 * eps * scale
+            assert np.all(same | close), np.argwhere(~(same | close))[:5]
+    np.testing.assert_allclose(G.get(), g0)             # the gradient is only read
+
+
+def test_sgd_momentum_takes_the_op_trees_where_the_kernel_cannot(be, monkeypatch):
+    """A tree gradient, a strided velocity, mixed dtypes or shared memory: the op-trees run
+    (the kernel is not called) and give the same step."""
+    from neonlike.backends.cpu import extra_kernels
+    calls = []
+    for name in ("sgd_momentum", "sgd_momentum_parallel"):
+        fn = getattr(extra_kernels, name)
+        monkeypatch.setattr(extra_kernels, name, lambda *a, fn=fn: calls.append(1) or fn(*a))
+    rng = np.random.default_rng(2)
+    p0, v0, g0 = (rng.uniform(-1, 1, (4, 6)).astype(np.float32) for _ in range(3))
+    want_p, want_v = _sgd_reference(p0, v0, 2.0 * g0, 0.1, 0.9, 0.0, 0.0, False, False)
+    big = be.array(np.zeros((4, 12), np.float32))
+    cases = [
+        lambda P, V, G: (P, V, G * 2.0),                     # a tree
+        lambda P, V, G: (P, _strided(big, V), G * 2.0),      # a strided velocity
+        lambda P, V, G: (P, V, be.array(2.0 * g0, dtype=np.float64)),   # another dtype
+    ]
+    for make in cases:
+        P, V, G = be.array(p0), be.array(v0), be.array(g0)
+        P2, V2, G2 = make(P, V, G)
+        be.sgd_momentum(P2, V2, G2, 0.1, 0.9)
+        np.testing.assert_allclose(V2.get(), want_v, rtol=1e-6)
+        np.testing.assert_allclose(P.get(), want_p, rtol=1e-6)
+    P = be.array(p0)
+    be.sgd_momentum(P, P, be.array(g0), 0.1, 0.9)          # velocity and parameter one tensor
+    assert calls == []
+    be.sgd_momentum(be.array(p0), be.array(v0), be.array(g0), 0.1, 0.9)
+    assert calls == [1]
+
+
+def _strided(big, V):
+    view = big[:, ::2]
+    view[:] = V
+    return view

@@ -482,15 +482,20 @@ def test_rnn_and_lstm_against_torch():
      lambda ps: torch.optim.SGD(ps, 0.1, momentum=0.9, dampening=0.1, weight_decay=0.01)),
     (lambda: opt.SGD(0.1, momentum=0.9, nesterov=True),
      lambda ps: torch.optim.SGD(ps, 0.1, momentum=0.9, nesterov=True)),
+    (lambda: opt.SGD(0.1, momentum=0.9), lambda ps: torch.optim.SGD(ps, 0.1, momentum=0.9)),
     (lambda: opt.Adam(0.01), lambda ps: torch.optim.Adam(ps, 0.01, eps=1e-8))])
-def test_optimizers_against_torch(make, tmake):
+@pytest.mark.parametrize("use", ["w", "w * 1"])
+def test_optimizers_against_torch(make, tmake, use):
+    """Each rule three steps. w's gradient x.T @ dy (too small to be kept for a GEMM) is a
+    tensor, so SGD with momentum runs the backend's sgd_momentum kernel; used as w * 1, the
+    gradient is a lazy tree and the op-trees run."""
     rng = np.random.RandomState(11)
     w0, x = rng.randn(3, 2), rng.randn(4, 3)
     w = t64(w0, stores_grad=True)
     tw = torch.tensor(w0, requires_grad=True)
     o, to = make(), tmake([tw])
     for _ in range(3):
-        y = autograd.matmul(t64(x), w)
+        y = autograd.matmul(t64(x), w if use == "w" else autograd.mul(w, t64(np.ones((3, 2)))))
         loss = autograd.reduce_sum(autograd.mul(y, y), None, 0)
         o.backward_and_update(loss)
         to.zero_grad()

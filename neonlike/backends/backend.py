@@ -187,6 +187,23 @@ class Backend(HostOpsMixin, RNNOpsMixin):
         dgamma[:] = self.sum(dy * ((x - mean) * inv), axis=(0, 2))
         dbeta[:] = self.sum(dy, axis=(0, 2))
 
+    def sgd_momentum(self, param: Tensor, velocity: Tensor, grad: Any, lr: float,
+                     momentum: float, dampening: float = 0.0, weight_decay: float = 0.0,
+                     nesterov: bool = False, first: bool = False) -> None:
+        """One step of SGD with momentum, in place (PyTorch's rule, which SINGA's follows):
+        g = grad + weight_decay * param; velocity = g on the first step, else
+        momentum * velocity + (1 - dampening) * g; param -= lr * (g + momentum * velocity if
+        nesterov else velocity). Op-trees here (two statements); a device may fuse the step into
+        one kernel."""
+        g = grad if weight_decay == 0 else grad + float(weight_decay) * param
+        if first:
+            velocity[:] = g
+        else:
+            damped = g if dampening == 0 else (1.0 - float(dampening)) * g
+            velocity[:] = velocity * float(momentum) + damped
+        step = g + float(momentum) * velocity if nesterov else velocity
+        param[:] = param - float(lr) * step
+
     # ---------------------------------------------------------------- composites of table ops
     def clip(self, a: Any, a_min: Any, a_max: Any, out: Any = None) -> Any:
         return self.minimum(self.maximum(a, a_min), a_max, out=out)

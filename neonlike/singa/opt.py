@@ -4,9 +4,11 @@
     for p, g in autograd.backward(loss):
         sgd.update(p, g)
 
-Each update is one fused statement per state (SGD: the velocity, then the parameter; plain SGD
-just the parameter, the gradient's tree fused in; SGD with plain momentum takes a large weight's
-gradient x.T @ dy, left unrun by autograd, as one GEMM into the velocity: v = x.T @ dy + m * v).
+SGD with momentum is the backend's `sgd_momentum`: one kernel for the velocity and the parameter
+where the gradient is a tensor (on the CPU), else a fused statement per state, the gradient's tree
+fused into the velocity's; plain momentum takes a large weight's gradient x.T @ dy, left unrun by
+autograd, as one GEMM into the velocity (v = x.T @ dy + m * v) and a statement for the parameter.
+Plain SGD is one statement for the parameter, the gradient's tree fused in.
 Unlike SINGA, `weight_decay` does not write into the gradient tensor. State is kept per
 parameter object.
 """
@@ -87,26 +89,24 @@ class SGD(Optimizer):
 
     def update(self, param: Tensor, grad: Tensor) -> None:
         _check(param, grad)
-        p = param.data.materialize()
-        plain = self.momentum and not (self.weight_decay or self.dampening or self.nesterov)
+        p = param.data.writable()      # its lazy readers run first, on the old value
+        if not self.momentum:
+            g = _value(grad)
+            if self.weight_decay:
+                g = g + self.weight_decay * p
+            p[:] = p - self.lr * g
+            return
+        v = self._state(param, "v", p)
+        first = self._seen.get(id(param)) is not param
+        self._seen[id(param)] = param
+        plain = not (self.weight_decay or self.dampening or self.nesterov)
         ab = gemm_operands(grad.data.value) if plain else None   # else _value runs a product
-        g = grad.data.value if ab is not None else _value(grad)
-        if self.weight_decay:
-            g = g + self.weight_decay * p
-        if self.momentum:
-            v = self._state(param, "v", p)
-            first = self._seen.get(id(param)) is not param
-            self._seen[id(param)] = param
-            if ab is not None:    # v = A @ B (+ m * v): one GEMM, no gradient tensor
-                param.device.be.compound_dot(ab[0], ab[1], v, 1.0,
-                                             0.0 if first else self.momentum)
-            elif first:
-                v[:] = g
-            else:
-                damped = g if self.dampening == 0 else (1.0 - self.dampening) * g
-                v[:] = v * self.momentum + damped
-            g = g + self.momentum * v if self.nesterov else v
-        param.data.write(p - self.lr * g)
+        if ab is not None:    # v = A @ B (+ m * v): one GEMM, no gradient tensor
+            param.device.be.compound_dot(ab[0], ab[1], v, 1.0, 0.0 if first else self.momentum)
+            p[:] = p - self.lr * v
+            return
+        param.device.be.sgd_momentum(p, v, _value(grad), self.lr, self.momentum, self.dampening,
+                                     self.weight_decay, self.nesterov, first)
 
 
 class Adam(Optimizer):

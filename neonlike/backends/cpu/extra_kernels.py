@@ -161,3 +161,35 @@ def transpose2d_parallel(a, o):
     n = a.shape[0]
     for b in prange((n + 63) // 64):
         _rows(a, o, b * 64, min(b * 64 + 64, n))
+
+
+def _sgd_momentum(p, v, g, lr, momentum, damp, wd, nesterov, first, i0, i1):
+    for i in range(i0, i1):
+        gi = g[i] + wd * p[i] if wd != 0.0 else g[i]
+        vi = gi if first else v[i] * momentum + damp * gi
+        v[i] = vi
+        vi = v[i]          # as stored: the parameter's step reads the velocity's own dtype
+        p[i] = p[i] - lr * (gi + momentum * vi if nesterov else vi)
+
+
+_sgd_block = njit(cache=True, boundscheck=False)(_sgd_momentum)
+
+
+@njit(cache=True, boundscheck=False)
+def sgd_momentum(p, v, g, lr, momentum, damp, wd, nesterov, first):
+    """One SGD step of flat arrays, in place: gi = g + wd * p; v = gi (first) or
+    v * momentum + damp * gi; p -= lr * (gi + momentum * v if nesterov else v). `damp` is
+    1 - dampening."""
+    _sgd_block(p, v, g, lr, momentum, damp, wd, nesterov, first, 0, p.shape[0])
+
+
+SGD_BLOCK = 1 << 15
+
+
+@njit(parallel=True, cache=True, boundscheck=False)
+def sgd_momentum_parallel(p, v, g, lr, momentum, damp, wd, nesterov, first):
+    """sgd_momentum in blocks of SGD_BLOCK elements shared among the threads."""
+    n = p.shape[0]
+    for b in prange((n + SGD_BLOCK - 1) // SGD_BLOCK):
+        _sgd_block(p, v, g, lr, momentum, damp, wd, nesterov, first, b * SGD_BLOCK,
+                   min(n, b * SGD_BLOCK + SGD_BLOCK))

@@ -22,6 +22,7 @@ from .gemm import batched_gemm, gemm
 HIST_MAX = 4096          # histograms the buffer holds between dump_hist_data calls (neon's)
 HIST_CHUNK = 1 << 16     # elements per task of the histogram kernel
 TRANSPOSE_PARALLEL = 1 << 20   # elements from which copy_transpose's kernel runs on every core
+SGD_PARALLEL = 1 << 18         # elements from which sgd_momentum's kernel runs on every core
 
 
 def _kernels() -> Any:
@@ -81,6 +82,26 @@ def transpose_into(x: np.ndarray, y: np.ndarray, axes: Any) -> bool:
     return True
 
 
+def _sgd_operands(*tensors: Any) -> tuple | None:
+    """Flat views of the arrays of CPU tensors of one float32/64 dtype and size, each C-ordered
+    and writable, no two sharing memory; None otherwise."""
+    flat = []
+    for t in tensors:
+        host = getattr(t, "_host", None)
+        if host is None or type(t) is not type(tensors[0]):
+            return None
+        a = host()
+        if a.dtype.kind != "f" or a.dtype.itemsize < 4 or not a.flags.c_contiguous or \
+                not a.flags.writeable or (flat and (a.dtype != flat[0].dtype or
+                                                    a.size != flat[0].size)):
+            return None
+        flat.append(a.reshape(-1))
+    p, v, g = flat
+    if np.may_share_memory(p, v) or np.may_share_memory(p, g) or np.may_share_memory(v, g):
+        return None
+    return tuple(flat)
+
+
 class CPUExtraOpsMixin:
     """batched_dot, histogram buffers, ROI pooling and copy_transpose with neon's names and
     signatures."""
@@ -94,6 +115,21 @@ class CPUExtraOpsMixin:
             # (without numba the kernel would run as Python)
             return super().copy_transpose(a, out, axes, repeat)
         return out
+
+    def sgd_momentum(self, param: Any, velocity: Any, grad: Any, lr: float, momentum: float,
+                     dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
+                     first: bool = False) -> None:
+        """Backend.sgd_momentum as one kernel where param, velocity and grad are C-ordered CPU
+        tensors of one float32/64 dtype and size that share no memory (a statement each for the
+        velocity and the parameter cost ~4 us, this kernel ~1 us); else the op-trees."""
+        flat = _sgd_operands(param, velocity, grad)
+        k = _kernels() if flat is not None else None
+        if k is None or not k.HAVE_NUMBA:
+            return super().sgd_momentum(param, velocity, grad, lr, momentum, dampening,
+                                        weight_decay, nesterov, first)
+        fn = k.sgd_momentum_parallel if flat[0].size >= SGD_PARALLEL else k.sgd_momentum
+        fn(*flat, float(lr), float(momentum), 1.0 - float(dampening), float(weight_decay),
+           bool(nesterov), bool(first))
 
     # ---------------------------------------------------------------- batched products
     def batched_dot(self, A: Any, B: Any, C: Any, alpha: float = 1.0, beta: float = 0.0,
