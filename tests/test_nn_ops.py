@@ -144,6 +144,39 @@ def test_conv_matches_loops(be, rng, name, algo, path):
     np.testing.assert_allclose(U, want_U, atol=1e-10)
 
 
+@pytest.mark.parametrize("name", list(CONV_SHAPES))
+@pytest.mark.parametrize("algo", ["direct", "im2col"])
+def test_conv_kctrs_filters_match_neons_layout(be, rng, name, algo, path):
+    """A layer with filter_layout 'KCTRS' takes the filters as (K, C, T, R, S) and gives their
+    gradient so (alpha and beta too): the same numbers as neon's (C, T, R, S, K) layer, which
+    test_conv_matches_loops checks against the loops."""
+    if path == "numpy" and algo == "direct":
+        pytest.skip("the direct path needs numba")
+    layer, I, F, E = conv_case(be, name, rng)
+    kl = be.conv_layer(np.float64, filter_layout="KCTRS", **CONV_SHAPES[name])
+    assert kl.dimF == (layer.K,) + layer.dimF[:4] and kl.dimF2 == layer.dimF2[::-1]
+    for lay in layer, kl:
+        lay.set_algo(algo)
+    Fk = np.ascontiguousarray(F.transpose(4, 0, 1, 2, 3))
+    U0 = rng.standard_normal(layer.dimF)
+    outs = []
+    for lay, f, u0 in ((layer, F, U0), (kl, Fk, np.ascontiguousarray(U0.transpose(4, 0, 1, 2, 3)))):
+        O, G, U = be.zeros(lay.dimO2), be.zeros(lay.dimI2), be.array(u0.reshape(lay.dimF2))
+        Ft = be.array(f.reshape(lay.dimF2))
+        be.fprop_conv(lay, be.array(I.reshape(lay.dimI2)), Ft, O, alpha=0.5)
+        be.bprop_conv(lay, Ft, be.array(E.reshape(lay.dimO2)), G, alpha=2.0)
+        be.update_conv(lay, be.array(I.reshape(lay.dimI2)), be.array(E.reshape(lay.dimO2)), U,
+                       alpha=1.5, beta=0.25)
+        outs.append((O.get(), G.get(), U.get().reshape(lay.dimF)))
+    (O, G, U), (Ok, Gk, Uk) = outs
+    np.testing.assert_allclose(Ok, O, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(Gk, G, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(Uk, U.transpose(4, 0, 1, 2, 3), rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match=r"filter_layout must be one of \('CTRSK', 'KCTRS'\), "
+                                         r"got 'KRSC'"):
+        be.conv_layer(np.float64, filter_layout="KRSC", **CONV_SHAPES[name])
+
+
 @pytest.mark.parametrize("name", ["strides, non-square", "dilation", "3d"])
 def test_conv_gradients_central_differences(be, rng, name):
     """bprop_conv and update_conv are the gradients of sum(fprop(I, F) * E)."""

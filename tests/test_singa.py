@@ -576,23 +576,26 @@ def _convnet(rng):
 def test_a_convnet_held_in_chwn_between_its_operators_matches_torch():
     """Convolution and pooling results stay in neon's CHWN layout (layout.py) through relu, BN,
     the other pools and convolutions and cat: forward values and every gradient against torch
-    (float64), and no transpose between operators but the input's, flatten's and the weights'."""
-    from neonlike.singa import layout
+    (float64), and no transpose between operators but the input's and flatten's (the CPU's
+    conv layers take the weights and give their gradients in SINGA's (K, C, R, S) layout)."""
+    from neonlike.singa import layers, layout
     rng = np.random.RandomState(11)
     net, tnet, params = _convnet(rng)
-    transposes = []
-    orig = layout.chwn_copy
+    transposes, weights = [], []
+    orig, orig_w = layout.chwn_copy, layers.permuted
 
     def counted(x):
         transposes.append(x.lshape)
         return orig(x)
     layout.chwn_copy = counted
+    layers.permuted = lambda v, *a: weights.append(v.shape) or orig_w(v, *a)
     try:
         _check_layer(net, tnet, [rng.randn(3, 2, 6, 4)], params, rng)
     finally:
-        layout.chwn_copy = orig
+        layout.chwn_copy, layers.permuted = orig, orig_w
     # conv1's data input, forward; pool2's gradient from flatten, backward: nothing else
     assert transposes == [(3, 2, 6, 4), (3, 6, 3, 2)]
+    assert weights == []
     # inference (running statistics, updated once by each side) through the same CHWN path
     autograd.training = False
     x = rng.randn(2, 2, 6, 4)

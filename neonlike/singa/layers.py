@@ -85,7 +85,11 @@ class ConvHandle:
                 self.dilation
             layer = self._layers[key] = be.conv_layer(
                 dtype, N, C, self.out_channels // self.group, D=1, H=H, W=W, T=1, R=R, S=S,
-                pad_h=ph, pad_w=pw, str_h=sh, str_w=sw, dil_h=dh, dil_w=dw)
+                pad_h=ph, pad_w=pw, str_h=sh, str_w=sw, dil_h=dh, dil_w=dw,
+                # SINGA's own (K, C, R, S) weights, where the backend takes them (the CPU's):
+                # no transposed copy of W or of its gradient a step
+                **({"filter_layout": "KCTRS"}
+                   if "KCTRS" in getattr(be, "conv_filter_layouts", ()) else {}))
         return layer
 
 
@@ -142,7 +146,10 @@ class _Conv2d(Operation):
         layer = h.layer(be, x.dtype, x.lshape)
         alloc = x.dev.alloc
         I = _neon_input(x, layer.dimI)
-        Fw = permuted(W.materialize(), (1, 2, 3, 0), alloc).reshape((C, 1, R, S, K))
+        if layer.dimF[0] == K and len(layer.dimF) == 5:     # the backend takes W as it lies
+            Fw = _as_shape(W.materialize(), layer.dimF, alloc)
+        else:
+            Fw = permuted(W.materialize(), (1, 2, 3, 0), alloc).reshape((C, 1, R, S, K))
         O = alloc(layer.dimO, x.dtype)   # every element written (beta 0)
         bias = None if b is None else b.materialize().reshape((K, 1))
         be.fprop_conv(layer, I, Fw, O, bias=bias)
@@ -164,7 +171,10 @@ class _Conv2d(Operation):
         U = alloc(layer.dimF, dy.dtype)
         gb = alloc((K, 1), dy.dtype) if self.has_bias else None
         be.update_conv(layer, self.I, E, U, grad_bias=gb)
-        dW = permuted(U.reshape((C, R, S, K)), (3, 0, 1, 2), alloc)
+        if U.shape[0] == K and layer.dimF[0] == K:
+            dW = U.reshape(self.wshape)
+        else:
+            dW = permuted(U.reshape((C, R, S, K)), (3, 0, 1, 2), alloc)
         dW = CTensor(dW, self.wshape, dy.dev, dy.dtype)
         if gb is not None:
             db = CTensor(gb.reshape((1, K)), (K,), dy.dev, dy.dtype)

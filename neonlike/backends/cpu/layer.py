@@ -34,19 +34,29 @@ def _sizes(axes: tuple) -> tuple:
     return tuple(sizes), unfit
 
 
+FILTER_LAYOUTS = ("CTRSK", "KCTRS")
+
+
 class ConvLayer:
     """neon's ConvLayer: the shapes of one convolution, passed to fprop/bprop/update_conv.
 
     `algo` maps 'fprop', 'bprop', 'update' to 'direct', 'im2col' or None (None: timed on first
-    use, see NNOpsMixin); `set_algo(name)` forces all three.
+    use, see NNOpsMixin); `set_algo(name)` forces all three. `filter_layout` is neon's 'CTRSK'
+    (filters F and their gradient U (C, T, R, S, K)) or 'KCTRS' (K, C, T, R, S), the layout of
+    PyTorch's and SINGA's weights, taken by the kernels without a transposed copy.
     """
 
     def __init__(self, dtype: Any, N: int, C: int, K: int, D: int = 1, H: int = 1, W: int = 1,
                  T: int = 1, R: int = 1, S: int = 1, pad_d: int = 0, pad_h: int = 0, pad_w: int = 0,
                  str_d: int = 1, str_h: int = 1, str_w: int = 1,
-                 dil_d: int = 1, dil_h: int = 1, dil_w: int = 1) -> None:
+                 dil_d: int = 1, dil_h: int = 1, dil_w: int = 1,
+                 filter_layout: str = "CTRSK") -> None:
         if min(N, C, K) < 1:
             raise ValueError(f"conv_layer: N, C and K must be >= 1, got N={N}, C={C}, K={K}")
+        if filter_layout not in FILTER_LAYOUTS:
+            raise ValueError(f"conv_layer: filter_layout must be one of {FILTER_LAYOUTS}, got "
+                             f"{filter_layout!r}")
+        self.filter_layout = filter_layout
         self.dtype = np.dtype(dtype)
         self.N, self.C, self.K = N, C, K
         self.D, self.H, self.W = D, H, W
@@ -63,14 +73,17 @@ class ConvLayer:
         self.dimI, self.dimF, self.dimO = (C, D, H, W, N), (C, T, R, S, K), (K, M, P, Q, N)
         self.dimS = (K, 1)
         self.dimI2 = (C * D * H * W, N)
-        self.dimF2 = (C * T * R * S, K)
+        self.CTRS = C * T * R * S          # rows of the columns (im2col)
+        self.dimF2 = (self.CTRS, K)
+        if filter_layout == "KCTRS":
+            self.dimF, self.dimF2 = (K, C, T, R, S), (K, C * T * R * S)
         self.dimO2 = (K * M * P * Q, N)
         self.sizeI, self.sizeF, self.sizeO = (math.prod(d) for d in
                                               (self.dimI, self.dimF, self.dimO))
         self.nOut = K * M * P * Q
         # what the kernels take: padding, strides, dilation as one int tuple
         self.geometry = self.padding + self.strides + self.dilation
-        self.key = (self.dtype.str, self.dimI, self.dimF, self.geometry)
+        self.key = (self.dtype.str, self.dimI, self.dimF, self.geometry, filter_layout)
         self.algo: dict[str, str | None] = dict.fromkeys(CONV_OPS)
 
     def set_algo(self, name: str | None) -> None:
@@ -163,7 +176,7 @@ def im2col_numpy(layer: ConvLayer, I: np.ndarray) -> np.ndarray:
         for r in range(R):
             for s in range(S):
                 col[:, t, r, s] = padded[_tap_slices(layer, t, r, s)]
-    return col.reshape(layer.dimF2[0], -1)
+    return col.reshape(layer.CTRS, -1)
 
 
 def col2im_numpy(layer: ConvLayer, col: np.ndarray) -> np.ndarray:

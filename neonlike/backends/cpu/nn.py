@@ -34,8 +34,8 @@ import numpy as np
 
 from ...memo import Memo
 from .gemm import gemm
-from .layer import (ALGOS, ConvLayer, PoolLayer, bprop_pool_numpy, col2im_numpy,
-                    fprop_pool_numpy, im2col_numpy)
+from .layer import (ALGOS, FILTER_LAYOUTS, ConvLayer, PoolLayer, bprop_pool_numpy,
+                    col2im_numpy, fprop_pool_numpy, im2col_numpy)
 
 ALGO_ENV = "NEONLIKE_CONV_ALGO"
 CHUNK_BYTES = 2 << 20    # im2col block size: see benchmarks/README.md (bench_nn_ops.py)
@@ -116,14 +116,18 @@ def _same(a: Any, b: Any) -> bool:
 class NNOpsMixin:
     """Convolution, pooling and batch-norm ops with neon's names, signatures and layouts."""
 
+    conv_filter_layouts = FILTER_LAYOUTS    # conv_layer's filter_layout choices
+
     # ------------------------------------------------------------------ layer parameter objects
     def conv_layer(self, dtype: Any, N: int, C: int, K: int, D: int = 1, H: int = 1, W: int = 1,
                    T: int = 1, R: int = 1, S: int = 1, pad_d: int = 0, pad_h: int = 0,
                    pad_w: int = 0, str_d: int = 1, str_h: int = 1, str_w: int = 1,
-                   dil_d: int = 1, dil_h: int = 1, dil_w: int = 1) -> ConvLayer:
-        """The shapes of a convolution (see ConvLayer); ValueError if the window does not fit."""
+                   dil_d: int = 1, dil_h: int = 1, dil_w: int = 1,
+                   filter_layout: str = "CTRSK") -> ConvLayer:
+        """The shapes of a convolution (see ConvLayer); ValueError if the window does not fit.
+        filter_layout 'KCTRS' (not neon's): filters and their gradients as (K, C, T, R, S)."""
         return ConvLayer(dtype, N, C, K, D, H, W, T, R, S, pad_d, pad_h, pad_w,
-                         str_d, str_h, str_w, dil_d, dil_h, dil_w)
+                         str_d, str_h, str_w, dil_d, dil_h, dil_w, filter_layout)
 
     def pool_layer(self, dtype: Any, op: str, N: int, C: int, D: int = 1, H: int = 1, W: int = 1,
                    J: int = 1, T: int = 1, R: int = 1, S: int = 1, pad_c: int = 0, pad_d: int = 0,
@@ -471,7 +475,7 @@ _WORKSPACE = Memo("cpu.im2col_workspace", 8)   # dtype -> column buffer
 def _blocks(layer: ConvLayer, dtype: np.dtype):
     """(pos0, pos1, column block (CTRS, (pos1 - pos0) * N), the output columns it makes) over
     blocks of output positions pos = (m*P + p)*Q + q, each about CHUNK_BYTES of columns."""
-    N, rows_f, positions = layer.N, layer.dimF2[0], layer.M * layer.P * layer.Q
+    N, rows_f, positions = layer.N, layer.CTRS, layer.M * layer.P * layer.Q
     block = max(1, min(positions, CHUNK_BYTES // (rows_f * N * dtype.itemsize)))
     size = rows_f * block * N
     buf = _WORKSPACE.get(dtype)
@@ -486,7 +490,7 @@ def _blocks(layer: ConvLayer, dtype: np.dtype):
 def _fprop_im2col(layer: ConvLayer, I: np.ndarray, F: np.ndarray, O: np.ndarray,
                   X: np.ndarray, alpha: float, beta: float) -> None:
     K = layer.K
-    F2t, O2 = F.reshape(-1, K).T, O.reshape(K, -1)
+    F2t, O2 = _filter_rows(layer, F), O.reshape(K, -1)
     if beta != 0.0 and X is not O:
         np.copyto(O, X)
     kernels = _kernels()
@@ -504,7 +508,7 @@ def _fprop_im2col(layer: ConvLayer, I: np.ndarray, F: np.ndarray, O: np.ndarray,
 def _bprop_im2col(layer: ConvLayer, E: np.ndarray, F: np.ndarray, G: np.ndarray,
                   X: np.ndarray, alpha: float, beta: float) -> None:
     K = layer.K
-    F2, E2 = F.reshape(-1, K), E.reshape(K, -1)
+    F2, E2 = _filter_rows(layer, F).T, E.reshape(K, -1)
     kernels = _kernels()
     if _is_dot(layer):
         if beta != 0.0 and X is not G:
@@ -528,17 +532,38 @@ def _bprop_im2col(layer: ConvLayer, E: np.ndarray, F: np.ndarray, G: np.ndarray,
 def _update_im2col(layer: ConvLayer, I: np.ndarray, E: np.ndarray, U: np.ndarray,
                    X: Any, alpha: float, beta: float) -> None:
     K = layer.K
-    U2, E2 = U.reshape(-1, K), E.reshape(K, -1)
+    E2 = E.reshape(K, -1)
     kernels = _kernels()
+    if layer.filter_layout == "KCTRS":     # U (K, CTRS) = E2 @ col.T
+        def acc(col, e2, b):
+            gemm(e2, col.T, U.reshape(K, -1), alpha, b)
+    else:                                  # U (CTRS, K) = col @ E2.T
+        def acc(col, e2, b):
+            gemm(col, e2.T, U.reshape(-1, K), alpha, b)
     if _is_dot(layer):
-        gemm(I.reshape(layer.C, -1), E2.T, U2, alpha, beta)
+        acc(I.reshape(layer.C, -1), E2, beta)
     elif kernels is None:
-        gemm(im2col_numpy(layer, I), E2.T, U2, alpha, beta)
+        acc(im2col_numpy(layer, I), E2, beta)
     else:
         T, R, S = layer.TRS
         for pos0, pos1, col, cols in _blocks(layer, I.dtype):
             kernels.im2col(I, col, pos0, pos1, T, R, S, *layer.MPQ, layer.geometry)
-            gemm(col, E2[:, cols].T, U2, alpha, beta if pos0 == 0 else 1.0)
+            acc(col, E2[:, cols], beta if pos0 == 0 else 1.0)
+
+
+def _ctrsk(layer: ConvLayer, F: np.ndarray) -> np.ndarray:
+    """Filters (or their gradient) as neon's 5-D (C, T, R, S, K): F itself, or a view of a
+    'KCTRS' layer's (K, C, T, R, S) array."""
+    F = F.reshape(layer.dimF)
+    return F.transpose(1, 2, 3, 4, 0) if layer.filter_layout == "KCTRS" else F
+
+
+def _filter_rows(layer: ConvLayer, F: np.ndarray) -> np.ndarray:
+    """Filters as (K, CTRS) rows: a 'KCTRS' layer's array reshaped, neon's (CTRS, K) transposed
+    (a view either way)."""
+    if layer.filter_layout == "KCTRS":
+        return F.reshape(layer.K, -1)
+    return F.reshape(-1, layer.K).T
 
 
 def _pad(a: np.ndarray, pads: tuple) -> np.ndarray:
@@ -598,12 +623,12 @@ def _fprop_direct(layer: ConvLayer, I: np.ndarray, F: np.ndarray, O: np.ndarray,
                   X: np.ndarray, alpha: float, beta: float) -> None:
     kernels = _kernels()
     if layer.strides[2] != 1:
-        kernels.fprop_direct(I, F, O, X, alpha, beta, layer.geometry)
+        kernels.fprop_direct(I, _ctrsk(layer, F), O, X, alpha, beta, layer.geometry)
         return
     Ip, tapoff, step_m, step_p = _taps_args(layer, I)
     K, M, P, Q, N = layer.dimO
     rows = (K, M * P, Q * N)
-    kernels.conv_taps(Ip, np.ascontiguousarray(F.reshape(-1, K).T), tapoff, O.reshape(rows),
+    kernels.conv_taps(Ip, np.ascontiguousarray(_filter_rows(layer, F)), tapoff, O.reshape(rows),
                       X.reshape(rows), alpha, beta, P, step_m, step_p)
 
 
@@ -614,12 +639,13 @@ def _bprop_direct(layer: ConvLayer, E: np.ndarray, F: np.ndarray, G: np.ndarray,
     kernels = _kernels()
     pads = tuple(d * (t - 1) - p for d, t, p in zip(layer.dilation, layer.TRS, layer.padding))
     if layer.strides != (1, 1, 1) or min(pads) < 0:
-        kernels.bprop_direct(F, E, G, X, alpha, beta, layer.geometry)
+        kernels.bprop_direct(_ctrsk(layer, F), E, G, X, alpha, beta, layer.geometry)
         return
     Ep = _pad(E, pads)
     _, _, Hp, Wp, N = Ep.shape
     C, D, H, W, _ = layer.dimI
-    Fb = np.ascontiguousarray(F[:, ::-1, ::-1, ::-1, :].transpose(0, 4, 1, 2, 3)).reshape(C, -1)
+    Fc = _ctrsk(layer, F)
+    Fb = np.ascontiguousarray(Fc[:, ::-1, ::-1, ::-1, :].transpose(0, 4, 1, 2, 3)).reshape(C, -1)
     tapoff = _tap_offsets(Ep.shape, layer.TRS, layer.dilation)
     rows = (C, D * H, W * N)
     kernels.conv_taps(Ep.reshape(-1), Fb, tapoff, G.reshape(rows), X.reshape(rows), alpha, beta,
@@ -630,12 +656,12 @@ def _update_direct(layer: ConvLayer, I: np.ndarray, E: np.ndarray, U: np.ndarray
                    X: Any, alpha: float, beta: float) -> None:
     kernels = _kernels()
     if layer.strides[2] != 1:
-        kernels.update_direct(I, E, U, alpha, beta, layer.geometry)
+        kernels.update_direct(I, E, _ctrsk(layer, U), alpha, beta, layer.geometry)
         return
     Ip, tapoff, step_m, step_p = _taps_args(layer, I)
     K, M, P, Q, N = layer.dimO
-    kernels.update_taps(Ip, E.reshape(K, M * P, Q * N), tapoff, U.reshape(-1, K), alpha, beta,
-                        P, step_m, step_p, np.zeros(1, I.dtype)[0])
+    kernels.update_taps(Ip, E.reshape(K, M * P, Q * N), tapoff, _filter_rows(layer, U).T,
+                        alpha, beta, P, step_m, step_p, np.zeros(1, I.dtype)[0])
 
 
 _CONV = {
