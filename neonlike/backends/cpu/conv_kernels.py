@@ -174,57 +174,84 @@ def update_direct(I, E, U, alpha, beta, g):
 
 
 # ---------------------------------------------------------------------------------------------
-# direct convolution on a zero-padded input, width stride 1 (the fast path)
+# direct convolution over the rows of the input as it lies, width stride 1 (the fast path)
 # ---------------------------------------------------------------------------------------------
+# A tap (c, t, r, s) of output row mp = m*P + p reads input row (c, d, h), d = m*sd - pd + t*dd,
+# h = p*sh - ph + r*dh, shifted by (s*dw - pw) columns: one contiguous slice of the row over the
+# output lanes j (position * N + image) that land inside it. nn.py's `_row_taps` lays that out:
+# base[mp, tap], the flat input index that lane 0 would read (negative for a left shift of the
+# first row); lo / hi[mp, tap], the lanes it reaches (lo = hi = 0 where its row lies outside the
+# input); and each row's lanes cut into segments [seg[mp, g, 0], seg[mp, g, 1]) over which the
+# same taps land inside (the middle, and a few lanes at each border), with those taps in order
+# (sel[mp, g, :cnt[mp, g]]). Nothing is padded or copied: the padding's zeros are the lanes and
+# rows a tap skips.
 
 @njit(parallel=True, cache=True, fastmath=_FMA)
-def conv_taps(Ip, Ft, tapoff, O, X, alpha, beta, P, rowstep_m, rowstep_p):
-    """O[k, mp] = alpha * sum_tap Ft[k, tap] * Ip[base(mp) + tapoff[tap] : ... + Q*N] + beta * X.
+def conv_rows(If, Ft, base, seg, sel, cnt, O, X, alpha, beta):
+    """O[k, mp] = alpha * sum_tap Ft[k, tap] * (the tap's slice of the flat input If) + beta * X.
 
-    Ip is the flat zero-padded input, O and X are (K, M*P, Q*N), base(mp) = m * rowstep_m +
-    p * rowstep_p. With stride 1 along the width, each tap of an output row reads one contiguous
-    slice of the input, so the loop over taps (8 at a time) runs over whole rows.
+    O and X are (K, M*P, Q*N). Over each segment of a row the taps that land inside it run 8 at
+    a time (one pass over the accumulator for eight taps), the rest one at a time.
     """
-    K, ntap = Ft.shape
+    K = Ft.shape[0]
     _, MP, QN = O.shape
     for kmp in prange(K * MP):
         k, mp = kmp // MP, kmp % MP
-        base = (mp // P) * rowstep_m + (mp % P) * rowstep_p
         acc = np.zeros(QN, O.dtype)
-        t = 0
-        while t + 8 <= ntap:
-            f0, f1, f2, f3 = Ft[k, t], Ft[k, t + 1], Ft[k, t + 2], Ft[k, t + 3]
-            f4, f5, f6, f7 = Ft[k, t + 4], Ft[k, t + 5], Ft[k, t + 6], Ft[k, t + 7]
-            a0, a1, a2, a3 = (base + tapoff[t], base + tapoff[t + 1], base + tapoff[t + 2],
-                              base + tapoff[t + 3])
-            a4, a5, a6, a7 = (base + tapoff[t + 4], base + tapoff[t + 5], base + tapoff[t + 6],
-                              base + tapoff[t + 7])
-            x0, x1, x2, x3 = Ip[a0:a0 + QN], Ip[a1:a1 + QN], Ip[a2:a2 + QN], Ip[a3:a3 + QN]
-            x4, x5, x6, x7 = Ip[a4:a4 + QN], Ip[a5:a5 + QN], Ip[a6:a6 + QN], Ip[a7:a7 + QN]
-            for j in range(QN):
-                acc[j] += ((f0 * x0[j] + f1 * x1[j] + f2 * x2[j] + f3 * x3[j])
-                           + (f4 * x4[j] + f5 * x5[j] + f6 * x6[j] + f7 * x7[j]))
-            t += 8
-        while t < ntap:
-            f0, a0 = Ft[k, t], base + tapoff[t]
-            x0 = Ip[a0:a0 + QN]
-            for j in range(QN):
-                acc[j] += f0 * x0[j]
-            t += 1
+        bs = base[mp]
+        for g in range(seg.shape[1]):
+            n = cnt[mp, g]
+            j0, j1 = seg[mp, g, 0], seg[mp, g, 1]
+            av = acc[j0:j1]
+            row = sel[mp, g]
+            i = 0
+            while i + 8 <= n:
+                t0, t1, t2, t3 = row[i], row[i + 1], row[i + 2], row[i + 3]
+                t4, t5, t6, t7 = row[i + 4], row[i + 5], row[i + 6], row[i + 7]
+                f0, f1, f2, f3 = Ft[k, t0], Ft[k, t1], Ft[k, t2], Ft[k, t3]
+                f4, f5, f6, f7 = Ft[k, t4], Ft[k, t5], Ft[k, t6], Ft[k, t7]
+                b0, b1, b2, b3 = bs[t0] + j0, bs[t1] + j0, bs[t2] + j0, bs[t3] + j0
+                b4, b5, b6, b7 = bs[t4] + j0, bs[t5] + j0, bs[t6] + j0, bs[t7] + j0
+                L = j1 - j0
+                x0, x1, x2, x3 = If[b0:b0 + L], If[b1:b1 + L], If[b2:b2 + L], If[b3:b3 + L]
+                x4, x5, x6, x7 = If[b4:b4 + L], If[b5:b5 + L], If[b6:b6 + L], If[b7:b7 + L]
+                for j in range(L):
+                    av[j] += ((f0 * x0[j] + f1 * x1[j] + f2 * x2[j] + f3 * x3[j])
+                              + (f4 * x4[j] + f5 * x5[j] + f6 * x6[j] + f7 * x7[j]))
+                i += 8
+            while i < n:
+                t = row[i]
+                f0, b0 = Ft[k, t], bs[t] + j0
+                x0 = If[b0:b0 + j1 - j0]
+                for j in range(j1 - j0):
+                    av[j] += f0 * x0[j]
+                i += 1
         _store(O[k, mp], acc, X[k, mp], alpha, beta)
 
 
 TAP_BLOCK = 8   # taps of one task: each row of E is read once per block of taps, not per tap
 
 
+@njit(cache=True, inline="always")
+def _add4(acc, i, k, kn, s0, s1, s2, s3):
+    acc[i, k] += s0
+    if kn > 1:
+        acc[i, k + 1] += s1
+    if kn > 2:
+        acc[i, k + 2] += s2
+    if kn > 3:
+        acc[i, k + 3] += s3
+
+
 @njit(parallel=True, cache=True, fastmath=_DOT)
-def update_taps(Ip, E, tapoff, U, alpha, beta, P, rowstep_m, rowstep_p, zero):
-    """U[tap, k] = alpha * sum_mp <Ip[base(mp) + tapoff[tap] : ... + Q*N], E[k, mp]> + beta * U.
+def update_rows(If, E, base, lo, hi, seg, U, alpha, beta, zero):
+    """U[tap, k] = alpha * sum_mp <the tap's slice of the flat input If, E[k, mp]> + beta * U.
 
     E is (K, M*P, Q*N), U is (taps, K). A task is a block of TAP_BLOCK taps: for each output row
-    mp and four filters, the four rows of E (4 * Q*N values) stay in L1 while every tap of the
-    block is dotted with them, two taps at a time (8 accumulators a pass). Reading E once per tap
-    instead (E is larger than L2 for a 16->32 5x5 layer) made this kernel memory-bound.
+    mp, segment of it and four filters, the four rows of E stay in L1 while every tap of the
+    block that lands inside the segment is dotted with them, two taps at a time (8 accumulators
+    a pass). Reading E once per tap instead (E is larger than L2 for a 16->32 5x5 layer) made
+    this kernel memory-bound.
     """
     ntap, K = U.shape
     _, MP, QN = E.shape
@@ -234,53 +261,56 @@ def update_taps(Ip, E, tapoff, U, alpha, beta, P, rowstep_m, rowstep_p, zero):
         t1 = min(ntap, t0 + TAP_BLOCK)
         acc = np.zeros((TAP_BLOCK, K), np.float64)
         for mp in range(MP):
-            base = (mp // P) * rowstep_m + (mp % P) * rowstep_p
-            k = 0
-            while k < K:
-                kn = min(4, K - k)
-                e0 = E[k, mp]
-                e1 = E[k + 1, mp] if kn > 1 else e0
-                e2 = E[k + 2, mp] if kn > 2 else e0
-                e3 = E[k + 3, mp] if kn > 3 else e0
-                t = t0
-                while t < t1:
-                    a0 = base + tapoff[t]
-                    xa = Ip[a0:a0 + QN]
-                    two = t + 1 < t1
-                    a1 = base + tapoff[t + 1] if two else a0
-                    xb = Ip[a1:a1 + QN]
-                    s0 = s1 = s2 = s3 = zero
-                    r0 = r1 = r2 = r3 = zero
-                    for j in range(QN):
-                        u = xa[j]
-                        v = xb[j]
-                        w0, w1, w2, w3 = e0[j], e1[j], e2[j], e3[j]
-                        s0 += u * w0
-                        s1 += u * w1
-                        s2 += u * w2
-                        s3 += u * w3
-                        r0 += v * w0
-                        r1 += v * w1
-                        r2 += v * w2
-                        r3 += v * w3
-                    i = t - t0
-                    acc[i, k] += s0
-                    if kn > 1:
-                        acc[i, k + 1] += s1
-                    if kn > 2:
-                        acc[i, k + 2] += s2
-                    if kn > 3:
-                        acc[i, k + 3] += s3
-                    if two:
-                        acc[i + 1, k] += r0
-                        if kn > 1:
-                            acc[i + 1, k + 1] += r1
-                        if kn > 2:
-                            acc[i + 1, k + 2] += r2
-                        if kn > 3:
-                            acc[i + 1, k + 3] += r3
-                    t += 2
-                k += 4
+            bs, ls, hs = base[mp], lo[mp], hi[mp]
+            for g in range(seg.shape[1]):
+                j0, j1 = seg[mp, g, 0], seg[mp, g, 1]
+                if j1 <= j0:
+                    continue
+                L = j1 - j0
+                k = 0
+                while k < K:
+                    kn = min(4, K - k)
+                    e0 = E[k, mp, j0:j1]
+                    e1 = E[k + 1, mp, j0:j1] if kn > 1 else e0
+                    e2 = E[k + 2, mp, j0:j1] if kn > 2 else e0
+                    e3 = E[k + 3, mp, j0:j1] if kn > 3 else e0
+                    t = t0
+                    while t < t1:
+                        ta, tb = t, t + 1
+                        va = ls[ta] <= j0 and hs[ta] >= j1
+                        vb = tb < t1 and ls[tb] <= j0 and hs[tb] >= j1
+                        if va and vb:
+                            xa = If[bs[ta] + j0:bs[ta] + j1]
+                            xb = If[bs[tb] + j0:bs[tb] + j1]
+                            s0 = s1 = s2 = s3 = zero
+                            r0 = r1 = r2 = r3 = zero
+                            for j in range(L):
+                                u = xa[j]
+                                v = xb[j]
+                                w0, w1, w2, w3 = e0[j], e1[j], e2[j], e3[j]
+                                s0 += u * w0
+                                s1 += u * w1
+                                s2 += u * w2
+                                s3 += u * w3
+                                r0 += v * w0
+                                r1 += v * w1
+                                r2 += v * w2
+                                r3 += v * w3
+                            _add4(acc, ta - t0, k, kn, s0, s1, s2, s3)
+                            _add4(acc, tb - t0, k, kn, r0, r1, r2, r3)
+                        elif va or vb:
+                            tt = ta if va else tb
+                            xa = If[bs[tt] + j0:bs[tt] + j1]
+                            s0 = s1 = s2 = s3 = zero
+                            for j in range(L):
+                                u = xa[j]
+                                s0 += u * e0[j]
+                                s1 += u * e1[j]
+                                s2 += u * e2[j]
+                                s3 += u * e3[j]
+                            _add4(acc, tt - t0, k, kn, s0, s1, s2, s3)
+                        t += 2
+                    k += 4
         for t in range(t0, t1):
             for kk in range(K):
                 U[t, kk] = alpha * acc[t - t0, kk] + (beta * U[t, kk] if beta != 0.0 else 0.0)

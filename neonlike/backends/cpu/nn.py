@@ -26,7 +26,6 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
-import threading
 import time
 from typing import Any, Callable
 
@@ -566,57 +565,51 @@ def _filter_rows(layer: ConvLayer, F: np.ndarray) -> np.ndarray:
     return F.reshape(-1, layer.K).T
 
 
-def _pad(a: np.ndarray, pads: tuple) -> np.ndarray:
-    """A zero-padded copy of a (C, D, H, W, N) array (pads for D, H, W), for the kernel call at
-    hand only: up to PAD_SCRATCH_MAX bytes it is this thread's scratch buffer of that shape,
-    whose border stays zero (only the interior is ever written), so a small convolution does
-    not pay a fresh zeroed buffer (page faults) each call."""
-    C, D, H, W, N = a.shape
-    (pd, ph, pw) = pads
-    shape = (C, D + 2 * pd, H + 2 * ph, W + 2 * pw, N)
-    if math.prod(shape) * a.itemsize > PAD_SCRATCH_MAX:
-        out = np.zeros(shape, a.dtype)
-    else:
-        scratch = _SCRATCH.__dict__.setdefault("pads", {})
-        key = (shape, a.dtype.str, pads)
-        out = scratch.get(key)
-        if out is None:
-            if len(scratch) >= 16:
-                scratch.clear()
-            out = scratch[key] = np.zeros(shape, a.dtype)
-    out[:, pd:pd + D, ph:ph + H, pw:pw + W] = a
-    return out
+def _row_taps(dims_in: tuple, dims_out: tuple, taps: tuple, pads: tuple, strides: tuple,
+              dilation: tuple) -> tuple:
+    """What conv_rows / update_rows read (conv_kernels.py) for an input (C, D, H, W, N), output
+    (M, P, Q) and width stride 1: per output row mp = m*P + p and tap (c, t, r, s), base (the
+    flat input index the tap's lane 0 would read) and lo / hi (the lanes j = q*N + n it reaches
+    inside the input; lo = hi = 0 where its row lies outside); per row, the segments of its
+    lanes (seg[mp, g] = (j0, j1), (0, 0) past the last) over which one set of taps lands inside,
+    those taps in order (sel[mp, g, :cnt[mp, g]]). Remembered per geometry (read-only)."""
+    key = (dims_in, dims_out, taps, pads, strides, dilation)
+    hit = _ROW_TAPS.get(key)
+    if hit is not None:
+        return hit
+    C, D, H, W, N = dims_in
+    (M, P, Q), (pd, ph, pw), (sd, sh), (dd, dh, dw) = dims_out, pads, strides, dilation
+    c, t, r, s_ = (a.ravel() for a in np.meshgrid(*(np.arange(n) for n in (C,) + taps),
+                                                  indexing="ij"))
+    mp = np.arange(M * P)
+    d = (mp // P * sd - pd)[:, None] + t * dd
+    h = (mp % P * sh - ph)[:, None] + r * dh
+    shift = (s_ * dw - pw) * N
+    lo, hi = np.maximum(0, -shift), np.minimum(Q * N, W * N - shift)
+    valid = (d >= 0) & (d < D) & (h >= 0) & (h < H) & (lo < hi)
+    base = (((c * D + d) * H + h) * (W * N) + shift).astype(np.int64)
+    lo, hi = (np.where(valid, x, 0).astype(np.int64) for x in (lo, hi))
+    rows = []
+    for i in range(M * P):
+        cuts = np.unique(np.concatenate((lo[i, valid[i]], hi[i, valid[i]])))
+        rows.append([(j0, j1, np.flatnonzero((lo[i] <= j0) & (hi[i] >= j1) & valid[i]))
+                     for j0, j1 in zip(cuts[:-1], cuts[1:])])
+    G = max(1, max(len(x) for x in rows))
+    seg = np.zeros((M * P, G, 2), np.int64)
+    sel = np.zeros((M * P, G, len(c)), np.int64)
+    cnt = np.zeros((M * P, G), np.int64)
+    for i, segments in enumerate(rows):
+        for g, (j0, j1, on) in enumerate(segments):
+            seg[i, g] = j0, j1
+            sel[i, g, :len(on)] = on
+            cnt[i, g] = len(on)
+    out = (base, lo, hi, seg, sel, cnt)
+    for a in out:
+        a.flags.writeable = False
+    return _ROW_TAPS.put(key, out)
 
 
-PAD_SCRATCH_MAX = 4 << 20
-_SCRATCH = threading.local()
-
-
-def _tap_offsets(padded_shape: tuple, taps: tuple, dilation: tuple) -> np.ndarray:
-    """Flat offsets of taps (c, t, r, s), in C order, into a padded (C, Dp, Hp, Wp, N) array
-    (read-only; remembered per geometry: computing them cost ~20 us a call, a third of a small
-    convolution's kernel time)."""
-    key = (padded_shape, taps, dilation)
-    off = _TAP_OFFSETS.get(key)
-    if off is None:
-        C, Dp, Hp, Wp, N = padded_shape
-        c, t, r, s = np.ix_(*(np.arange(n) for n in (C,) + taps))
-        dd, dh, dw = dilation
-        off = ((((c * Dp + t * dd) * Hp + r * dh) * Wp + s * dw) * N).ravel().astype(np.int64)
-        off.flags.writeable = False
-        _TAP_OFFSETS.put(key, off)
-    return off
-
-
-_TAP_OFFSETS = Memo("cpu.conv_tap_offsets", 256)
-
-
-def _taps_args(layer: ConvLayer, I: np.ndarray) -> tuple:
-    """Padded input, tap offsets and row steps for conv_taps / update_taps (fprop geometry)."""
-    Ip = _pad(I, layer.padding)
-    _, _, Hp, Wp, N = Ip.shape
-    tapoff = _tap_offsets(Ip.shape, layer.TRS, layer.dilation)
-    return Ip.reshape(-1), tapoff, layer.strides[0] * Hp * Wp * N, layer.strides[1] * Wp * N
+_ROW_TAPS = Memo("cpu.conv_row_taps", 256)
 
 
 def _fprop_direct(layer: ConvLayer, I: np.ndarray, F: np.ndarray, O: np.ndarray,
@@ -625,31 +618,31 @@ def _fprop_direct(layer: ConvLayer, I: np.ndarray, F: np.ndarray, O: np.ndarray,
     if layer.strides[2] != 1:
         kernels.fprop_direct(I, _ctrsk(layer, F), O, X, alpha, beta, layer.geometry)
         return
-    Ip, tapoff, step_m, step_p = _taps_args(layer, I)
+    base, _, _, seg, sel, cnt = _row_taps(layer.dimI, layer.MPQ, layer.TRS, layer.padding,
+                                          layer.strides[:2], layer.dilation)
     K, M, P, Q, N = layer.dimO
     rows = (K, M * P, Q * N)
-    kernels.conv_taps(Ip, np.ascontiguousarray(_filter_rows(layer, F)), tapoff, O.reshape(rows),
-                      X.reshape(rows), alpha, beta, P, step_m, step_p)
+    kernels.conv_rows(I.reshape(-1), np.ascontiguousarray(_filter_rows(layer, F)), base, seg,
+                      sel, cnt, O.reshape(rows), X.reshape(rows), alpha, beta)
 
 
 def _bprop_direct(layer: ConvLayer, E: np.ndarray, F: np.ndarray, G: np.ndarray,
                   X: np.ndarray, alpha: float, beta: float) -> None:
-    """Stride 1 and padding <= dil*(window-1): a forward conv of the padded error with the
-    flipped filters; otherwise the gathering kernel."""
+    """Stride 1: a forward conv of the error with the flipped filters, padded by
+    dil*(window-1) - pad (a negative pad crops); otherwise the gathering kernel."""
     kernels = _kernels()
-    pads = tuple(d * (t - 1) - p for d, t, p in zip(layer.dilation, layer.TRS, layer.padding))
-    if layer.strides != (1, 1, 1) or min(pads) < 0:
+    if layer.strides != (1, 1, 1):
         kernels.bprop_direct(_ctrsk(layer, F), E, G, X, alpha, beta, layer.geometry)
         return
-    Ep = _pad(E, pads)
-    _, _, Hp, Wp, N = Ep.shape
-    C, D, H, W, _ = layer.dimI
+    pads = tuple(d * (t - 1) - p for d, t, p in zip(layer.dilation, layer.TRS, layer.padding))
+    C, D, H, W, N = layer.dimI
     Fc = _ctrsk(layer, F)
     Fb = np.ascontiguousarray(Fc[:, ::-1, ::-1, ::-1, :].transpose(0, 4, 1, 2, 3)).reshape(C, -1)
-    tapoff = _tap_offsets(Ep.shape, layer.TRS, layer.dilation)
+    base, _, _, seg, sel, cnt = _row_taps(layer.dimO, layer.DHW, layer.TRS, pads, (1, 1),
+                                          layer.dilation)
     rows = (C, D * H, W * N)
-    kernels.conv_taps(Ep.reshape(-1), Fb, tapoff, G.reshape(rows), X.reshape(rows), alpha, beta,
-                      H, Hp * Wp * N, Wp * N)
+    kernels.conv_rows(E.reshape(-1), Fb, base, seg, sel, cnt, G.reshape(rows), X.reshape(rows),
+                      alpha, beta)
 
 
 def _update_direct(layer: ConvLayer, I: np.ndarray, E: np.ndarray, U: np.ndarray,
@@ -658,10 +651,11 @@ def _update_direct(layer: ConvLayer, I: np.ndarray, E: np.ndarray, U: np.ndarray
     if layer.strides[2] != 1:
         kernels.update_direct(I, E, _ctrsk(layer, U), alpha, beta, layer.geometry)
         return
-    Ip, tapoff, step_m, step_p = _taps_args(layer, I)
+    base, lo, hi, seg, _, _ = _row_taps(layer.dimI, layer.MPQ, layer.TRS, layer.padding,
+                                        layer.strides[:2], layer.dilation)
     K, M, P, Q, N = layer.dimO
-    kernels.update_taps(Ip, E.reshape(K, M * P, Q * N), tapoff, _filter_rows(layer, U).T,
-                        alpha, beta, P, step_m, step_p, np.zeros(1, I.dtype)[0])
+    kernels.update_rows(I.reshape(-1), E.reshape(K, M * P, Q * N), base, lo, hi, seg,
+                        _filter_rows(layer, U).T, alpha, beta, np.zeros(1, I.dtype)[0])
 
 
 _CONV = {
