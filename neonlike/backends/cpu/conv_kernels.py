@@ -181,52 +181,64 @@ def update_direct(I, E, U, alpha, beta, g):
 # output lanes j (position * N + image) that land inside it. nn.py's `_row_taps` lays that out:
 # base[mp, tap], the flat input index that lane 0 would read (negative for a left shift of the
 # first row); lo / hi[mp, tap], the lanes it reaches (lo = hi = 0 where its row lies outside the
-# input); and each row's lanes cut into segments [seg[mp, g, 0], seg[mp, g, 1]) over which the
-# same taps land inside (the middle, and a few lanes at each border), with those taps in order
-# (sel[mp, g, :cnt[mp, g]]). Nothing is padded or copied: the padding's zeros are the lanes and
-# rows a tap skips.
+# input); and each row's lanes cut into segments seg[mp, g] over which one set of taps lands
+# inside (the middle, and a few lanes at each border), those taps in order in
+# sel[mp, g, :cnt[mp, g]]. Nothing is padded or copied: the padding's zeros are the lanes and rows
+# a tap skips. Taps stay in (c, t, r, s) order, so the eight slices of a pass overlap (neighbours
+# along s read one input row shifted by N lanes) and stay in L1.
+
+KB = 4   # filters of one conv_rows task: the eight input slices of a pass serve all of them
+
 
 @njit(parallel=True, cache=True, fastmath=_FMA)
 def conv_rows(If, Ft, base, seg, sel, cnt, O, X, alpha, beta):
     """O[k, mp] = alpha * sum_tap Ft[k, tap] * (the tap's slice of the flat input If) + beta * X.
 
-    O and X are (K, M*P, Q*N). Over each segment of a row the taps that land inside it run 8 at
-    a time (one pass over the accumulator for eight taps), the rest one at a time.
+    O and X are (K, M*P, Q*N). A task is an output row and KB filters; over each segment of the
+    row its taps run 8 at a time (one pass over the accumulator for eight taps and a filter, the
+    eight input slices shared by the KB filters), the rest one at a time.
     """
     K = Ft.shape[0]
     _, MP, QN = O.shape
-    for kmp in prange(K * MP):
-        k, mp = kmp // MP, kmp % MP
-        acc = np.zeros(QN, O.dtype)
+    nkb = (K + KB - 1) // KB
+    for task in prange(MP * nkb):
+        mp, k0 = task // nkb, task % nkb * KB
+        k1 = min(K, k0 + KB)
+        acc = np.zeros((KB, QN), O.dtype)
         bs = base[mp]
         for g in range(seg.shape[1]):
             n = cnt[mp, g]
             j0, j1 = seg[mp, g, 0], seg[mp, g, 1]
-            av = acc[j0:j1]
+            L = j1 - j0
             row = sel[mp, g]
             i = 0
             while i + 8 <= n:
                 t0, t1, t2, t3 = row[i], row[i + 1], row[i + 2], row[i + 3]
                 t4, t5, t6, t7 = row[i + 4], row[i + 5], row[i + 6], row[i + 7]
-                f0, f1, f2, f3 = Ft[k, t0], Ft[k, t1], Ft[k, t2], Ft[k, t3]
-                f4, f5, f6, f7 = Ft[k, t4], Ft[k, t5], Ft[k, t6], Ft[k, t7]
                 b0, b1, b2, b3 = bs[t0] + j0, bs[t1] + j0, bs[t2] + j0, bs[t3] + j0
                 b4, b5, b6, b7 = bs[t4] + j0, bs[t5] + j0, bs[t6] + j0, bs[t7] + j0
-                L = j1 - j0
                 x0, x1, x2, x3 = If[b0:b0 + L], If[b1:b1 + L], If[b2:b2 + L], If[b3:b3 + L]
                 x4, x5, x6, x7 = If[b4:b4 + L], If[b5:b5 + L], If[b6:b6 + L], If[b7:b7 + L]
-                for j in range(L):
-                    av[j] += ((f0 * x0[j] + f1 * x1[j] + f2 * x2[j] + f3 * x3[j])
-                              + (f4 * x4[j] + f5 * x5[j] + f6 * x6[j] + f7 * x7[j]))
+                for k in range(k0, k1):
+                    f0, f1, f2, f3 = Ft[k, t0], Ft[k, t1], Ft[k, t2], Ft[k, t3]
+                    f4, f5, f6, f7 = Ft[k, t4], Ft[k, t5], Ft[k, t6], Ft[k, t7]
+                    av = acc[k - k0, j0:j1]
+                    for j in range(L):
+                        av[j] += ((f0 * x0[j] + f1 * x1[j] + f2 * x2[j] + f3 * x3[j])
+                                  + (f4 * x4[j] + f5 * x5[j] + f6 * x6[j] + f7 * x7[j]))
                 i += 8
             while i < n:
                 t = row[i]
-                f0, b0 = Ft[k, t], bs[t] + j0
-                x0 = If[b0:b0 + j1 - j0]
-                for j in range(j1 - j0):
-                    av[j] += f0 * x0[j]
+                b0 = bs[t] + j0
+                x0 = If[b0:b0 + L]
+                for k in range(k0, k1):
+                    f0 = Ft[k, t]
+                    av = acc[k - k0, j0:j1]
+                    for j in range(L):
+                        av[j] += f0 * x0[j]
                 i += 1
-        _store(O[k, mp], acc, X[k, mp], alpha, beta)
+        for k in range(k0, k1):
+            _store(O[k, mp], acc[k - k0], X[k, mp], alpha, beta)
 
 
 TAP_BLOCK = 8   # taps of one task: each row of E is read once per block of taps, not per tap
@@ -248,9 +260,9 @@ def update_rows(If, E, base, lo, hi, seg, U, alpha, beta, zero):
     """U[tap, k] = alpha * sum_mp <the tap's slice of the flat input If, E[k, mp]> + beta * U.
 
     E is (K, M*P, Q*N), U is (taps, K). A task is a block of TAP_BLOCK taps: for each output row
-    mp, segment of it and four filters, the four rows of E stay in L1 while every tap of the
-    block that lands inside the segment is dotted with them, two taps at a time (8 accumulators
-    a pass). Reading E once per tap instead (E is larger than L2 for a 16->32 5x5 layer) made
+    mp, segment of its lanes and four filters, the four rows of E stay in L1 while every tap of
+    the block that lands inside the segment is dotted with them, two taps at a time (8
+    accumulators a pass). Reading E once per tap instead (E is larger than L2 for a 16->32 5x5 layer) made
     this kernel memory-bound.
     """
     ntap, K = U.shape

@@ -570,9 +570,10 @@ def _row_taps(dims_in: tuple, dims_out: tuple, taps: tuple, pads: tuple, strides
     """What conv_rows / update_rows read (conv_kernels.py) for an input (C, D, H, W, N), output
     (M, P, Q) and width stride 1: per output row mp = m*P + p and tap (c, t, r, s), base (the
     flat input index the tap's lane 0 would read) and lo / hi (the lanes j = q*N + n it reaches
-    inside the input; lo = hi = 0 where its row lies outside); per row, the segments of its
-    lanes (seg[mp, g] = (j0, j1), (0, 0) past the last) over which one set of taps lands inside,
-    those taps in order (sel[mp, g, :cnt[mp, g]]). Remembered per geometry (read-only)."""
+    inside the input; lo = hi = 0 where its row lies outside); per row, its lanes cut where any
+    tap's lanes start or end (seg[mp, g] = (j0, j1), (0, 0) past the last) and the taps that
+    reach all of a segment, in order (sel[mp, g, :cnt[mp, g]]). Remembered per geometry
+    (read-only)."""
     key = (dims_in, dims_out, taps, pads, strides, dilation)
     hit = _ROW_TAPS.get(key)
     if hit is not None:
@@ -591,18 +592,15 @@ def _row_taps(dims_in: tuple, dims_out: tuple, taps: tuple, pads: tuple, strides
     lo, hi = (np.where(valid, x, 0).astype(np.int64) for x in (lo, hi))
     rows = []
     for i in range(M * P):
-        cuts = np.unique(np.concatenate((lo[i, valid[i]], hi[i, valid[i]])))
+        edges = np.unique(np.concatenate((lo[i, valid[i]], hi[i, valid[i]])))
         rows.append([(j0, j1, np.flatnonzero((lo[i] <= j0) & (hi[i] >= j1) & valid[i]))
-                     for j0, j1 in zip(cuts[:-1], cuts[1:])])
-    G = max(1, max(len(x) for x in rows))
-    seg = np.zeros((M * P, G, 2), np.int64)
-    sel = np.zeros((M * P, G, len(c)), np.int64)
-    cnt = np.zeros((M * P, G), np.int64)
-    for i, segments in enumerate(rows):
-        for g, (j0, j1, on) in enumerate(segments):
-            seg[i, g] = j0, j1
-            sel[i, g, :len(on)] = on
-            cnt[i, g] = len(on)
+                     for j0, j1 in zip(edges[:-1], edges[1:])])
+    seg = np.zeros((M * P, max(1, max(map(len, rows))), 2), np.int64)
+    sel = np.zeros(seg.shape[:2] + (len(c),), np.int64)
+    cnt = np.zeros(seg.shape[:2], np.int64)
+    for i, row in enumerate(rows):
+        for g, (j0, j1, on) in enumerate(row):
+            seg[i, g], sel[i, g, :len(on)], cnt[i, g] = (j0, j1), on, len(on)
     out = (base, lo, hi, seg, sel, cnt)
     for a in out:
         a.flags.writeable = False
