@@ -27,8 +27,13 @@ SGD_PARALLEL = 1 << 18         # elements from which sgd_momentum's kernel runs 
 
 def _kernels() -> Any:
     """extra_kernels, imported (numba with it) on first use, not with the backend."""
-    from . import extra_kernels
-    return extra_kernels
+    if not _KERNELS:
+        from . import extra_kernels
+        _KERNELS.append(extra_kernels)
+    return _KERNELS[0]
+
+
+_KERNELS: list = []
 
 
 def _host(t: Any, op: str, name: str) -> np.ndarray:
@@ -85,21 +90,23 @@ def transpose_into(x: np.ndarray, y: np.ndarray, axes: Any) -> bool:
 def _sgd_operands(*tensors: Any) -> tuple | None:
     """Flat views of the arrays of CPU tensors of one float32/64 dtype and size, each C-ordered
     and writable, no two sharing memory; None otherwise."""
-    flat = []
-    for t in tensors:
-        host = getattr(t, "_host", None)
-        if host is None or type(t) is not type(tensors[0]):
+    kind = type(tensors[0])
+    if getattr(kind, "_host", None) is None or type(tensors[1]) is not kind or \
+            type(tensors[2]) is not kind:
+        return None
+    p, v, g = (t._host() for t in tensors)
+    dt, n = p.dtype, p.size
+    if dt.kind != "f" or dt.itemsize < 4 or v.dtype != dt or g.dtype != dt or v.size != n or \
+            g.size != n:
+        return None
+    for a in p, v, g:
+        flags = a.flags
+        if not (flags.c_contiguous and flags.writeable):
             return None
-        a = host()
-        if a.dtype.kind != "f" or a.dtype.itemsize < 4 or not a.flags.c_contiguous or \
-                not a.flags.writeable or (flat and (a.dtype != flat[0].dtype or
-                                                    a.size != flat[0].size)):
-            return None
-        flat.append(a.reshape(-1))
-    p, v, g = flat
+    p, v, g = p.reshape(-1), v.reshape(-1), g.reshape(-1)
     if np.may_share_memory(p, v) or np.may_share_memory(p, g) or np.may_share_memory(v, g):
         return None
-    return tuple(flat)
+    return p, v, g
 
 
 class CPUExtraOpsMixin:
