@@ -179,11 +179,12 @@ def update_direct(I, E, U, alpha, beta, g):
 # A tap (c, t, r, s) of output row mp = m*P + p reads input row (c, d, h), d = m*sd - pd + t*dd,
 # h = p*sh - ph + r*dh, shifted by (s*dw - pw) columns: one contiguous slice of the row over the
 # output lanes j (position * N + image) that land inside it. nn.py's `_row_taps` lays that out:
-# base[mp, tap], the flat input index that lane 0 would read (negative for a left shift of the
-# first row); lo / hi[mp, tap], the lanes it reaches (lo = hi = 0 where its row lies outside the
-# input); and each row's lanes cut into segments seg[mp, g] over which one set of taps lands
-# inside (the middle, and a few lanes at each border), those taps in order in
-# sel[mp, g, :cnt[mp, g]]. Nothing is padded or copied: the padding's zeros are the lanes and rows
+# lane 0 of the tap's slice is flat input index rowoff[mp] + tapoff[tap] (negative for a left
+# shift of the first row); rows fall into classes (cls[mp]) by which taps' input rows lie inside
+# the input; per class k, lo / hi[k, tap] are the lanes a tap reaches (lo = hi = 0 where its row
+# lies outside), and the row's lanes are cut into segments seg[k, g] over which one set of taps
+# lands inside (the middle, and a few lanes at each border), those taps in order in
+# sel[k, g, :cnt[k, g]]. Nothing is padded or copied: the padding's zeros are the lanes and rows
 # a tap skips. Taps stay in (c, t, r, s) order, so the eight slices of a pass overlap (neighbours
 # along s read one input row shifted by N lanes) and stay in L1.
 
@@ -191,7 +192,7 @@ KB = 4   # filters of one conv_rows task: the eight input slices of a pass serve
 
 
 @njit(parallel=True, cache=True, fastmath=_FMA)
-def conv_rows(If, Ft, base, seg, sel, cnt, O, X, alpha, beta):
+def conv_rows(If, Ft, rowoff, cls, tapoff, seg, sel, cnt, O, X, alpha, beta):
     """O[k, mp] = alpha * sum_tap Ft[k, tap] * (the tap's slice of the flat input If) + beta * X.
 
     O and X are (K, M*P, Q*N). A task is an output row and KB filters; over each segment of the
@@ -205,18 +206,19 @@ def conv_rows(If, Ft, base, seg, sel, cnt, O, X, alpha, beta):
         mp, k0 = task // nkb, task % nkb * KB
         k1 = min(K, k0 + KB)
         acc = np.zeros((KB, QN), O.dtype)
-        bs = base[mp]
+        cl, bs = cls[mp], tapoff
         for g in range(seg.shape[1]):
-            n = cnt[mp, g]
-            j0, j1 = seg[mp, g, 0], seg[mp, g, 1]
+            n = cnt[cl, g]
+            j0, j1 = seg[cl, g, 0], seg[cl, g, 1]
             L = j1 - j0
-            row = sel[mp, g]
+            row = sel[cl, g]
+            a = rowoff[mp] + j0       # + tapoff[t]: where tap t's slice of the segment starts
             i = 0
             while i + 8 <= n:
                 t0, t1, t2, t3 = row[i], row[i + 1], row[i + 2], row[i + 3]
                 t4, t5, t6, t7 = row[i + 4], row[i + 5], row[i + 6], row[i + 7]
-                b0, b1, b2, b3 = bs[t0] + j0, bs[t1] + j0, bs[t2] + j0, bs[t3] + j0
-                b4, b5, b6, b7 = bs[t4] + j0, bs[t5] + j0, bs[t6] + j0, bs[t7] + j0
+                b0, b1, b2, b3 = bs[t0] + a, bs[t1] + a, bs[t2] + a, bs[t3] + a
+                b4, b5, b6, b7 = bs[t4] + a, bs[t5] + a, bs[t6] + a, bs[t7] + a
                 x0, x1, x2, x3 = If[b0:b0 + L], If[b1:b1 + L], If[b2:b2 + L], If[b3:b3 + L]
                 x4, x5, x6, x7 = If[b4:b4 + L], If[b5:b5 + L], If[b6:b6 + L], If[b7:b7 + L]
                 for k in range(k0, k1):
@@ -229,7 +231,7 @@ def conv_rows(If, Ft, base, seg, sel, cnt, O, X, alpha, beta):
                 i += 8
             while i < n:
                 t = row[i]
-                b0 = bs[t] + j0
+                b0 = bs[t] + a
                 x0 = If[b0:b0 + L]
                 for k in range(k0, k1):
                     f0 = Ft[k, t]
@@ -256,7 +258,7 @@ def _add4(acc, i, k, kn, s0, s1, s2, s3):
 
 
 @njit(parallel=True, cache=True, fastmath=_DOT)
-def update_rows(If, E, base, lo, hi, seg, U, alpha, beta, zero):
+def update_rows(If, E, rowoff, cls, tapoff, lo, hi, seg, U, alpha, beta, zero):
     """U[tap, k] = alpha * sum_mp <the tap's slice of the flat input If, E[k, mp]> + beta * U.
 
     E is (K, M*P, Q*N), U is (taps, K). A task is a block of TAP_BLOCK taps: for each output row
@@ -273,9 +275,10 @@ def update_rows(If, E, base, lo, hi, seg, U, alpha, beta, zero):
         t1 = min(ntap, t0 + TAP_BLOCK)
         acc = np.zeros((TAP_BLOCK, K), np.float64)
         for mp in range(MP):
-            bs, ls, hs = base[mp], lo[mp], hi[mp]
+            cl, ro, bs = cls[mp], rowoff[mp], tapoff
+            ls, hs = lo[cl], hi[cl]
             for g in range(seg.shape[1]):
-                j0, j1 = seg[mp, g, 0], seg[mp, g, 1]
+                j0, j1 = seg[cl, g, 0], seg[cl, g, 1]
                 if j1 <= j0:
                     continue
                 L = j1 - j0
@@ -292,8 +295,8 @@ def update_rows(If, E, base, lo, hi, seg, U, alpha, beta, zero):
                         va = ls[ta] <= j0 and hs[ta] >= j1
                         vb = tb < t1 and ls[tb] <= j0 and hs[tb] >= j1
                         if va and vb:
-                            xa = If[bs[ta] + j0:bs[ta] + j1]
-                            xb = If[bs[tb] + j0:bs[tb] + j1]
+                            xa = If[ro + bs[ta] + j0:ro + bs[ta] + j1]
+                            xb = If[ro + bs[tb] + j0:ro + bs[tb] + j1]
                             s0 = s1 = s2 = s3 = zero
                             r0 = r1 = r2 = r3 = zero
                             for j in range(L):
@@ -312,7 +315,7 @@ def update_rows(If, E, base, lo, hi, seg, U, alpha, beta, zero):
                             _add4(acc, tb - t0, k, kn, r0, r1, r2, r3)
                         elif va or vb:
                             tt = ta if va else tb
-                            xa = If[bs[tt] + j0:bs[tt] + j1]
+                            xa = If[ro + bs[tt] + j0:ro + bs[tt] + j1]
                             s0 = s1 = s2 = s3 = zero
                             for j in range(L):
                                 u = xa[j]

@@ -568,40 +568,50 @@ def _filter_rows(layer: ConvLayer, F: np.ndarray) -> np.ndarray:
 def _row_taps(dims_in: tuple, dims_out: tuple, taps: tuple, pads: tuple, strides: tuple,
               dilation: tuple) -> tuple:
     """What conv_rows / update_rows read (conv_kernels.py) for an input (C, D, H, W, N), output
-    (M, P, Q) and width stride 1: per output row mp = m*P + p and tap (c, t, r, s), base (the
-    flat input index the tap's lane 0 would read) and lo / hi (the lanes j = q*N + n it reaches
-    inside the input; lo = hi = 0 where its row lies outside); per row, its lanes cut where any
-    tap's lanes start or end (seg[mp, g] = (j0, j1), (0, 0) past the last) and the taps that
-    reach all of a segment, in order (sel[mp, g, :cnt[mp, g]]). Remembered per geometry
-    (read-only)."""
+    (M, P, Q) and width stride 1. A tap (c, t, r, s) of output row mp = m*P + p would read lane
+    0 at flat input index rowoff[mp] + tapoff[tap]. Rows fall into classes by which of their
+    taps' input rows lie inside the input (the interior, and one class per border case);
+    cls[mp] is a row's. Per class: lo / hi[k, tap], the lanes j = q*N + n a tap reaches inside
+    the input (lo = hi = 0 where its row lies outside), the lanes cut where any tap's start or
+    end (seg[k, g] = (j0, j1), (0, 0) past the last) and the taps that reach all of a segment,
+    in order (sel[k, g, :cnt[k, g]]). Remembered per geometry (read-only); its size grows with
+    the taps and the classes, not with the rows."""
     key = (dims_in, dims_out, taps, pads, strides, dilation)
     hit = _ROW_TAPS.get(key)
     if hit is not None:
         return hit
     C, D, H, W, N = dims_in
-    (M, P, Q), (pd, ph, pw), (sd, sh), (dd, dh, dw) = dims_out, pads, strides, dilation
-    c, t, r, s_ = (a.ravel() for a in np.meshgrid(*(np.arange(n) for n in (C,) + taps),
-                                                  indexing="ij"))
-    mp = np.arange(M * P)
-    d = (mp // P * sd - pd)[:, None] + t * dd
-    h = (mp % P * sh - ph)[:, None] + r * dh
+    (M, P, Q), (T, R, S), (pd, ph, pw) = dims_out, taps, pads
+    (sd, sh), (dd, dh, dw) = strides, dilation
+    WN = W * N
+    c, t, r, s_ = (a.ravel() for a in np.meshgrid(np.arange(C), np.arange(T), np.arange(R),
+                                                  np.arange(S), indexing="ij"))
     shift = (s_ * dw - pw) * N
-    lo, hi = np.maximum(0, -shift), np.minimum(Q * N, W * N - shift)
-    valid = (d >= 0) & (d < D) & (h >= 0) & (h < H) & (lo < hi)
-    base = (((c * D + d) * H + h) * (W * N) + shift).astype(np.int64)
-    lo, hi = (np.where(valid, x, 0).astype(np.int64) for x in (lo, hi))
-    rows = []
-    for i in range(M * P):
-        edges = np.unique(np.concatenate((lo[i, valid[i]], hi[i, valid[i]])))
-        rows.append([(j0, j1, np.flatnonzero((lo[i] <= j0) & (hi[i] >= j1) & valid[i]))
-                     for j0, j1 in zip(edges[:-1], edges[1:])])
-    seg = np.zeros((M * P, max(1, max(map(len, rows))), 2), np.int64)
+    tapoff = (((c * D + t * dd) * H + r * dh) * WN + shift).astype(np.int64)
+    mp = np.arange(M * P)
+    d0, h0 = mp // P * sd - pd, mp % P * sh - ph
+    rowoff = (d0 * H * WN + h0 * WN).astype(np.int64)
+    d = d0[:, None] + np.arange(T) * dd               # (rows, T), (rows, R): in the input?
+    h = h0[:, None] + np.arange(R) * dh
+    inside = np.concatenate(((d >= 0) & (d < D), (h >= 0) & (h < H)), axis=1)
+    patterns, cls = np.unique(inside, axis=0, return_inverse=True)
+    lo_s, hi_s = np.maximum(0, -shift), np.minimum(Q * N, WN - shift)
+    lo = np.zeros((len(patterns), len(c)), np.int64)
+    hi = np.zeros_like(lo)
+    classes = []
+    for k, pattern in enumerate(patterns):
+        valid = pattern[t] & pattern[T + r] & (lo_s < hi_s)
+        lo[k, valid], hi[k, valid] = lo_s[valid], hi_s[valid]
+        edges = np.unique(np.concatenate((lo[k, valid], hi[k, valid])))
+        classes.append([(j0, j1, np.flatnonzero((lo[k] <= j0) & (hi[k] >= j1) & valid))
+                        for j0, j1 in zip(edges[:-1], edges[1:])])
+    seg = np.zeros((len(patterns), max(1, max(map(len, classes))), 2), np.int64)
     sel = np.zeros(seg.shape[:2] + (len(c),), np.int64)
     cnt = np.zeros(seg.shape[:2], np.int64)
-    for i, row in enumerate(rows):
-        for g, (j0, j1, on) in enumerate(row):
-            seg[i, g], sel[i, g, :len(on)], cnt[i, g] = (j0, j1), on, len(on)
-    out = (base, lo, hi, seg, sel, cnt)
+    for k, segments in enumerate(classes):
+        for g, (j0, j1, on) in enumerate(segments):
+            seg[k, g], sel[k, g, :len(on)], cnt[k, g] = (j0, j1), on, len(on)
+    out = (rowoff, cls.ravel().astype(np.int64), tapoff, lo, hi, seg, sel, cnt)
     for a in out:
         a.flags.writeable = False
     return _ROW_TAPS.put(key, out)
@@ -616,12 +626,12 @@ def _fprop_direct(layer: ConvLayer, I: np.ndarray, F: np.ndarray, O: np.ndarray,
     if layer.strides[2] != 1:
         kernels.fprop_direct(I, _ctrsk(layer, F), O, X, alpha, beta, layer.geometry)
         return
-    base, _, _, seg, sel, cnt = _row_taps(layer.dimI, layer.MPQ, layer.TRS, layer.padding,
-                                          layer.strides[:2], layer.dilation)
+    rowoff, cls, tapoff, _, _, seg, sel, cnt = _row_taps(
+        layer.dimI, layer.MPQ, layer.TRS, layer.padding, layer.strides[:2], layer.dilation)
     K, M, P, Q, N = layer.dimO
     rows = (K, M * P, Q * N)
-    kernels.conv_rows(I.reshape(-1), np.ascontiguousarray(_filter_rows(layer, F)), base, seg,
-                      sel, cnt, O.reshape(rows), X.reshape(rows), alpha, beta)
+    kernels.conv_rows(I.reshape(-1), np.ascontiguousarray(_filter_rows(layer, F)), rowoff, cls,
+                      tapoff, seg, sel, cnt, O.reshape(rows), X.reshape(rows), alpha, beta)
 
 
 def _bprop_direct(layer: ConvLayer, E: np.ndarray, F: np.ndarray, G: np.ndarray,
@@ -636,11 +646,11 @@ def _bprop_direct(layer: ConvLayer, E: np.ndarray, F: np.ndarray, G: np.ndarray,
     C, D, H, W, N = layer.dimI
     Fc = _ctrsk(layer, F)
     Fb = np.ascontiguousarray(Fc[:, ::-1, ::-1, ::-1, :].transpose(0, 4, 1, 2, 3)).reshape(C, -1)
-    base, _, _, seg, sel, cnt = _row_taps(layer.dimO, layer.DHW, layer.TRS, pads, (1, 1),
-                                          layer.dilation)
+    rowoff, cls, tapoff, _, _, seg, sel, cnt = _row_taps(
+        layer.dimO, layer.DHW, layer.TRS, pads, (1, 1), layer.dilation)
     rows = (C, D * H, W * N)
-    kernels.conv_rows(E.reshape(-1), Fb, base, seg, sel, cnt, G.reshape(rows), X.reshape(rows),
-                      alpha, beta)
+    kernels.conv_rows(E.reshape(-1), Fb, rowoff, cls, tapoff, seg, sel, cnt, G.reshape(rows),
+                      X.reshape(rows), alpha, beta)
 
 
 def _update_direct(layer: ConvLayer, I: np.ndarray, E: np.ndarray, U: np.ndarray,
@@ -649,10 +659,11 @@ def _update_direct(layer: ConvLayer, I: np.ndarray, E: np.ndarray, U: np.ndarray
     if layer.strides[2] != 1:
         kernels.update_direct(I, E, _ctrsk(layer, U), alpha, beta, layer.geometry)
         return
-    base, lo, hi, seg, _, _ = _row_taps(layer.dimI, layer.MPQ, layer.TRS, layer.padding,
-                                        layer.strides[:2], layer.dilation)
+    rowoff, cls, tapoff, lo, hi, seg, _, _ = _row_taps(
+        layer.dimI, layer.MPQ, layer.TRS, layer.padding, layer.strides[:2], layer.dilation)
     K, M, P, Q, N = layer.dimO
-    kernels.update_rows(I.reshape(-1), E.reshape(K, M * P, Q * N), base, lo, hi, seg,
+    kernels.update_rows(I.reshape(-1), E.reshape(K, M * P, Q * N), rowoff, cls, tapoff, lo, hi,
+                        seg,
                         _filter_rows(layer, U).T, alpha, beta, np.zeros(1, I.dtype)[0])
 
 
