@@ -101,7 +101,7 @@ CONV_SHAPES = {
     "batch 1, big pad": dict(N=1, C=3, K=4, H=5, W=5, R=2, S=2, pad_h=3, pad_w=2),
     "1x1": dict(N=4, C=5, K=3, H=3, W=4),
     # width stride 1, height stride 2, wide padding: the row kernels' border classes
-    "height stride": dict(N=2, C=2, K=3, D=3, H=7, W=6, T=2, R=3, S=4, pad_d=1, pad_h=2,
+    "height stride": dict(N=2, C=2, K=2, D=2, H=6, W=5, T=2, R=3, S=4, pad_d=1, pad_h=2,
                           pad_w=2, str_h=2),
 }
 
