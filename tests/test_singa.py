@@ -367,11 +367,19 @@ def _as64(layer, *names):
     return [getattr(layer, n) for n in names]
 
 
+@pytest.mark.parametrize("layouts", [None, ("CTRSK",)])
 @pytest.mark.parametrize("kw", [dict(padding=1), dict(stride=2, padding=0, dilation=2),
-                                dict(padding=1, group=2, bias=False)])
-def test_conv2d_against_torch(kw):
+                                dict(padding=1, group=2, bias=False), dict(padding=1, out=4)])
+def test_conv2d_against_torch(kw, layouts, monkeypatch):
+    """Conv2d's forward and gradients against torch (float64); with layouts ('CTRSK',) the
+    backend takes neon's filter layout only (W and dW are then transposed on the way), the
+    4 -> 4 case checking that equal channel counts do not make the two layouts look alike."""
+    if layouts is not None:
+        monkeypatch.setattr(type(device.get_default_device().be), "conv_filter_layouts",
+                            layouts)
     rng = np.random.RandomState(7)
-    conv = autograd.Conv2d(4, 6, 3, **kw)
+    kw = dict(kw)
+    conv = autograd.Conv2d(4, kw.pop("out", 6), 3, **kw)
     bias = kw.get("bias", True)
     params = _as64(conv, "W", *(["b"] if bias else []))
     tkw = {k: v for k, v in kw.items() if k != "bias"}

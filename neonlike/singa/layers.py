@@ -58,6 +58,11 @@ def _neon_input(x: CTensor, dims: tuple) -> Any:
         return chwn_copy(x).reshape(dims)
 
 
+def _kctrs(layer: Any) -> bool:
+    """Whether a conv layer takes filters (and gives their gradient) as SINGA's (K, C, R, S)."""
+    return getattr(layer, "filter_layout", "CTRSK") == "KCTRS"
+
+
 def _nchw_result(t: Any, like: CTensor) -> CTensor:
     """A CTensor of neon's (C, 1, H, W, N) result t, held as it lies (layout.nchw)."""
     C, _, H, W, N = t.shape
@@ -146,7 +151,7 @@ class _Conv2d(Operation):
         layer = h.layer(be, x.dtype, x.lshape)
         alloc = x.dev.alloc
         I = _neon_input(x, layer.dimI)
-        if layer.dimF[0] == K and len(layer.dimF) == 5:     # the backend takes W as it lies
+        if _kctrs(layer):      # the backend takes W as it lies
             Fw = _as_shape(W.materialize(), layer.dimF, alloc)
         else:
             Fw = permuted(W.materialize(), (1, 2, 3, 0), alloc).reshape((C, 1, R, S, K))
@@ -171,7 +176,7 @@ class _Conv2d(Operation):
         U = alloc(layer.dimF, dy.dtype)
         gb = alloc((K, 1), dy.dtype) if self.has_bias else None
         be.update_conv(layer, self.I, E, U, grad_bias=gb)
-        if U.shape[0] == K and layer.dimF[0] == K:
+        if _kctrs(layer):
             dW = U.reshape(self.wshape)
         else:
             dW = permuted(U.reshape((C, R, S, K)), (3, 0, 1, 2), alloc)
