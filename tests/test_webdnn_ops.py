@@ -64,8 +64,14 @@ def test_conv_values_and_axes(pad, stride, dil):
     assert w.order.axes[0] == x.order.axes[1]          # unified by the layout
 
 
-def test_conv_reads_inputs_in_any_order():
-    """Given axes are found by identity: x in NHWC, w in (S, R, C2, C1)."""
+@pytest.mark.parametrize("layouts", [None, ("CTRSK",)])
+def test_conv_reads_inputs_in_any_order(layouts, monkeypatch):
+    """Given axes are found by identity: x in NHWC, w in (S, R, C2, C1); the filters reach the
+    backend as (K, C, T, R, S) (the CPU's choice) or, for a backend that takes neon's layout
+    only, as (C, T, R, S, K)."""
+    if layouts is not None:
+        from neonlike.backends.cpu.device import NervanaCPU
+        monkeypatch.setattr(NervanaCPU, "conv_filter_layouts", layouts)
     n, c, h, wd, k, r, s = (Axis() for _ in range(7))
     x = Variable([2, 5, 4, 3], Order([n, h, wd, c]))
     w = Variable([3, 3, 4, 3], Order([s, r, k, c]))

@@ -174,12 +174,17 @@ def _convolution(lw: Lowering, op: Convolution2d) -> list:
     n, c, h, wd = (dict(zip(x.order.axes, known_shape(x)))[a[r]] for r in ("N", "C1", "H", "W"))
     k, r, s = (dict(zip(w.order.axes, known_shape(w)))[a[q]] for q in ("C2", "R", "S"))
     _, _, p, q = known_shape(y)
+    # filters as (K, C, T, R, S) where the backend takes them so (the CPU's): weights held as
+    # (C2, C1, R, S) are then passed as they lie, not copied into neon's (C, T, R, S, K)
+    kctrs = "KCTRS" in getattr(lw.be, "conv_filter_layouts", ())
     layer = lw.be.conv_layer(lw.dtype, n, c, k, D=1, H=h, W=wd, T=1, R=r, S=s,
                              pad_h=op.pad[0], pad_w=op.pad[1], str_h=op.stride[0],
                              str_w=op.stride[1], dil_h=op.dilation_rate[0],
-                             dil_w=op.dilation_rate[1])
+                             dil_w=op.dilation_rate[1],
+                             **({"filter_layout": "KCTRS"} if kctrs else {}))
     inputs = lw.view(lw.value(x), (a["C1"], None, a["H"], a["W"], a["N"]))
-    filters = lw.view(lw.value(w), (a["C1"], None, a["R"], a["S"], a["C2"]))
+    filters = lw.view(lw.value(w), (a["C2"], a["C1"], None, a["R"], a["S"]) if kctrs else
+                      (a["C1"], None, a["R"], a["S"], a["C2"]))
     out = lw.be.empty((k, 1, p, q, n), dtype=lw.dtype)
     lw.be.fprop_conv(layer, inputs, filters, out)
     lw.compound_ops += 1
