@@ -264,8 +264,8 @@ def update_rows(If, E, rowoff, cls, tapoff, lo, hi, seg, U, alpha, beta, zero):
     E is (K, M*P, Q*N), U is (taps, K). A task is a block of TAP_BLOCK taps: for each output row
     mp, segment of its lanes and four filters, the four rows of E stay in L1 while every tap of
     the block that lands inside the segment is dotted with them, two taps at a time (8
-    accumulators a pass). Reading E once per tap instead (E is larger than L2 for a 16->32 5x5 layer) made
-    this kernel memory-bound.
+    accumulators a pass). Reading E once per tap instead (E is larger than L2 for a 16->32 5x5
+    layer) made this kernel memory-bound.
     """
     ntap, K = U.shape
     _, MP, QN = E.shape

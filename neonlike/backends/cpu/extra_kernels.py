@@ -163,16 +163,14 @@ def transpose2d_parallel(a, o):
         _rows(a, o, b * 64, min(b * 64 + 64, n))
 
 
-def _sgd_momentum(p, v, g, lr, momentum, damp, wd, nesterov, first, i0, i1):
+@njit(cache=True, boundscheck=False)
+def _sgd_block(p, v, g, lr, momentum, damp, wd, nesterov, first, i0, i1):
     for i in range(i0, i1):
         gi = g[i] + wd * p[i] if wd != 0.0 else g[i]
         vi = gi if first else v[i] * momentum + damp * gi
         v[i] = vi
         vi = v[i]          # as stored: the parameter's step reads the velocity's own dtype
         p[i] = p[i] - lr * (gi + momentum * vi if nesterov else vi)
-
-
-_sgd_block = njit(cache=True, boundscheck=False)(_sgd_momentum)
 
 
 @njit(cache=True, boundscheck=False)

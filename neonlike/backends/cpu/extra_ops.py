@@ -87,14 +87,14 @@ def transpose_into(x: np.ndarray, y: np.ndarray, axes: Any) -> bool:
     return True
 
 
-def _sgd_operands(*tensors: Any) -> tuple | None:
-    """Flat views of the arrays of CPU tensors of one float32/64 dtype and size, each C-ordered
-    and writable, no two sharing memory; None otherwise."""
-    kind = type(tensors[0])
-    if getattr(kind, "_host", None) is None or type(tensors[1]) is not kind or \
-            type(tensors[2]) is not kind:
+def _sgd_operands(param: Any, velocity: Any, grad: Any) -> tuple | None:
+    """Flat views of the arrays of three CPU tensors of one float32/64 dtype and size, each
+    C-ordered and writable, no two sharing memory; None otherwise."""
+    kind = type(param)
+    if getattr(kind, "_host", None) is None or type(velocity) is not kind or \
+            type(grad) is not kind:
         return None
-    p, v, g = (t._host() for t in tensors)
+    p, v, g = param._host(), velocity._host(), grad._host()
     dt, n = p.dtype, p.size
     if dt.kind != "f" or dt.itemsize < 4 or v.dtype != dt or g.dtype != dt or v.size != n or \
             g.size != n:

@@ -663,8 +663,7 @@ def _update_direct(layer: ConvLayer, I: np.ndarray, E: np.ndarray, U: np.ndarray
         layer.dimI, layer.MPQ, layer.TRS, layer.padding, layer.strides[:2], layer.dilation)
     K, M, P, Q, N = layer.dimO
     kernels.update_rows(I.reshape(-1), E.reshape(K, M * P, Q * N), rowoff, cls, tapoff, lo, hi,
-                        seg,
-                        _filter_rows(layer, U).T, alpha, beta, np.zeros(1, I.dtype)[0])
+                        seg, _filter_rows(layer, U).T, alpha, beta, np.zeros(1, I.dtype)[0])
 
 
 _CONV = {
