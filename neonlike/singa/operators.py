@@ -432,7 +432,9 @@ class MeanSquareError(TreeOp):
 
 # ---------------------------------------------------------------- products
 class Matmul(TreeOp):
-    """x @ w for 2-D x (m, k) and w (k, n): one GEMM."""
+    """x @ w for 2-D x (m, k) and w (k, n): one GEMM (be.compound_dot), and one per gradient,
+    dy @ w.T and x.T @ dy, written here (a GEMM's gradients need no walk of the rules: the
+    replayed plan and statements around each product cost ~7 us of a step's ~270)."""
     lazy = False
     fuse_inputs = False
 
@@ -446,6 +448,43 @@ class Matmul(TreeOp):
 
     def make(self, be: Any, x: Any, w: Any) -> Any:
         return build(Op.DOT, x, w)
+
+    def forward(self, x: CTensor, w: CTensor) -> CTensor:
+        shape = self.out_shape(x.lshape, w.lshape)
+        xv, wv = x.materialize(), w.materialize()
+        dtype = ag.float_result_dtype((x, w))
+        dev = x.dev
+        out = dev.alloc(shape, dtype)
+        dev.be.compound_dot(xv, wv, out)
+        y = CTensor(out, shape, dev, dtype)
+        if ag.training:
+            self._xs, self._out = (x, w), y
+        return y
+
+    def backward(self, dy: CTensor) -> tuple:
+        xs = getattr(self, "_xs", None)
+        if xs is None:
+            raise RuntimeError(f"{self.name}: backward needs autograd.training = True during "
+                               f"forward (the inputs are kept only then)")
+        x, w = xs
+        needs = self._needs or (True, True)
+        d = dy.materialize()
+        srcs = self.src or ((None, 0, None, False),) * 2
+        grads = []
+        for need, like, a, b, src in ((needs[0], x, d, w.value, srcs[0]),
+                                      (needs[1], w, x.value, d, srcs[1])):
+            if not need:
+                grads.append(None)
+                continue
+            a, b = (a, b.T) if like is x else (a.T, b)
+            if src[3] and math.prod(like.lshape) >= ag.KEPT_PRODUCT_MIN and \
+                    isinstance(src[0], ag.Dummy):   # kept for SGD's GEMM into its velocity
+                grads.append(CTensor(build(Op.DOT, a, b), like.lshape, like.dev, like.dtype))
+                continue
+            out = like.dev.alloc(like.value.shape, like.dtype)
+            like.dev.be.compound_dot(a, b, out)
+            grads.append(CTensor(out, like.lshape, like.dev, like.dtype))
+        return tuple(grads)
 
 
 class Gemm(TreeOp):

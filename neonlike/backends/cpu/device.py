@@ -12,6 +12,7 @@ from ...tensor import Tensor
 from .. import reference
 from ..backend import Backend
 from .extra_ops import CPUExtraOpsMixin
+from .gemm import gemm
 from .lrn import CPULRNMixin
 from .nn import NNOpsMixin
 from .rnn import CPURNNMixin
@@ -105,7 +106,6 @@ class NervanaCPU(CPURNNMixin, CPULRNMixin, CPUExtraOpsMixin, NNOpsMixin, Backend
         where the dtypes differ (the op-tree path then converts)."""
         if not (A.dtype == B.dtype == C.dtype):
             return False
-        from .gemm import gemm
         gemm(A._tensor, B._tensor, C._tensor, alpha, beta)
         return True
 

@@ -17,12 +17,14 @@ from typing import Any
 
 import numpy as np
 
+from ...memo import Memo
 from .gemm import batched_gemm, gemm
 
 HIST_MAX = 4096          # histograms the buffer holds between dump_hist_data calls (neon's)
 HIST_CHUNK = 1 << 16     # elements per task of the histogram kernel
 TRANSPOSE_PARALLEL = 1 << 20   # elements from which copy_transpose's kernel runs on every core
 SGD_PARALLEL = 1 << 18         # elements from which sgd_momentum's kernel runs on every core
+_SGD_ENTRIES = Memo("cpu.sgd_entries", 8)   # (dtype char, parallel) -> (kernel, entry point)
 
 
 def _kernels() -> Any:
@@ -34,6 +36,17 @@ def _kernels() -> Any:
 
 
 _KERNELS: list = []
+
+
+def _program() -> Any:
+    """The program module (which imports this one, so it is looked up, not imported, here)."""
+    if not _PROGRAM:
+        from . import program
+        _PROGRAM.append(program)
+    return _PROGRAM[0]
+
+
+_PROGRAM: list = []
 
 
 def _host(t: Any, op: str, name: str) -> np.ndarray:
@@ -89,24 +102,24 @@ def transpose_into(x: np.ndarray, y: np.ndarray, axes: Any) -> bool:
 
 def _sgd_operands(param: Any, velocity: Any, grad: Any) -> tuple | None:
     """Flat views of the arrays of three CPU tensors of one float32/64 dtype and size, each
-    C-ordered and writable, no two sharing memory; None otherwise."""
+    C-ordered, aligned and writable, no two sharing memory; None otherwise. The views are the
+    engine's per-tensor memo (program._host_info), so a step's call makes no new ones."""
     kind = type(param)
     if getattr(kind, "_host", None) is None or type(velocity) is not kind or \
             type(grad) is not kind:
         return None
-    p, v, g = param._host(), velocity._host(), grad._host()
+    _host_info = _program()._host_info
+    p, rp, fp, plain_p = _host_info(param)
+    v, rv, fv, plain_v = _host_info(velocity)
+    g, rg, fg, plain_g = _host_info(grad)
     dt, n = p.dtype, p.size
-    if dt.kind != "f" or dt.itemsize < 4 or v.dtype != dt or g.dtype != dt or v.size != n or \
-            g.size != n:
+    if not (plain_p and plain_v and plain_g) or dt.kind != "f" or dt.itemsize < 4 or \
+            v.dtype != dt or g.dtype != dt or v.size != n or g.size != n:
         return None
-    for a in p, v, g:
-        flags = a.flags
-        if not (flags.c_contiguous and flags.writeable):
+    for (ra, a), (rb, b) in (((rp, fp), (rv, fv)), ((rp, fp), (rg, fg)), ((rv, fv), (rg, fg))):
+        if ra == rb and np.may_share_memory(a, b):   # distinct roots share no memory
             return None
-    p, v, g = p.reshape(-1), v.reshape(-1), g.reshape(-1)
-    if np.may_share_memory(p, v) or np.may_share_memory(p, g) or np.may_share_memory(v, g):
-        return None
-    return p, v, g
+    return fp, fv, fg
 
 
 class CPUExtraOpsMixin:
@@ -134,9 +147,19 @@ class CPUExtraOpsMixin:
         if k is None or not k.HAVE_NUMBA:
             return super().sgd_momentum(param, velocity, grad, lr, momentum, dampening,
                                         weight_decay, nesterov, first)
-        fn = k.sgd_momentum_parallel if flat[0].size >= SGD_PARALLEL else k.sgd_momentum
-        fn(*flat, float(lr), float(momentum), 1.0 - float(dampening), float(weight_decay),
-           bool(nesterov), bool(first))
+        par = flat[0].size >= SGD_PARALLEL
+        args = (*flat, float(lr), float(momentum), 1.0 - float(dampening), float(weight_decay),
+                bool(nesterov), bool(first))
+        fn = k.sgd_momentum_parallel if par else k.sgd_momentum
+        key = (flat[0].dtype.char, par)
+        known = _SGD_ENTRIES.get(key)
+        if known is not None and known[0] is fn:
+            known[1](*args)
+            return
+        fn(*args)
+        entry = _program()._entry_point(fn, args)   # later calls skip numba's typing of 9 args
+        if entry is not None:
+            _SGD_ENTRIES.put(key, (fn, entry))
 
     # ---------------------------------------------------------------- batched products
     def batched_dot(self, A: Any, B: Any, C: Any, alpha: float = 1.0, beta: float = 0.0,
