@@ -337,29 +337,33 @@ def backward(y: Tensor, dy: Any = None):
             yield y, Tensor(data=dyc, requires_grad=False)
         return
     deps = infer_dependency(op)
-    not_ready: dict = {}
+    not_ready: dict = {}     # op -> its outputs' gradients so far, until all have come
     keep: dict = {}          # op -> {id: tensor} of its outputs that store their gradient
-    ready = deque([(op, [dyc])])
+    ready = [(op, [dyc])]    # (op, its outputs' gradients), last in first out
     while ready:
         op, dys = ready.pop()
         if not op.requires_grad or isinstance(op, Dummy):
             continue
-        if op.src is None:
+        src = op.src
+        if src is None:
             raise RuntimeError(f"backward: {op.name} was not recorded; set autograd.training = "
                                f"True before the forward pass")
         op._needs = tuple([(stores and src_op.tensor.requires_grad) if isinstance(src_op, Dummy)
-                           else src_op.requires_grad for src_op, _, _, stores in op.src])
+                           else src_op.requires_grad for src_op, _, _, stores in src])
         try:
             dxs = op._do_backward(*dys)
         finally:
             op._needs = None
         op.release()
-        if len(dxs) != len(op.src):
+        if len(dxs) != len(src):
             raise RuntimeError(f"{op.name}: backward gave {len(dxs)} gradients for "
-                               f"{len(op.src)} inputs")
-        for (src_op, x_id, x, stores), dx in zip(op.src, dxs):
+                               f"{len(src)} inputs")
+        for (src_op, x_id, x, stores), dx in zip(src, dxs):
             if stores:
-                keep.setdefault(src_op, {})[x_id] = x
+                kept = keep.get(src_op)
+                if kept is None:
+                    kept = keep[src_op] = {}
+                kept[x_id] = x
             slots = not_ready.get(src_op)
             if slots is None:
                 slots = not_ready[src_op] = [None] * len(src_op.y_id2idx)
@@ -370,18 +374,20 @@ def backward(y: Tensor, dy: Any = None):
                 i = src_op.y_id2idx[x_id]
                 old = slots[i]
                 slots[i] = dx if old is None else _accumulate(old, dx)
-            deps[src_op] -= 1
-            if deps[src_op] == 0:
-                del not_ready[src_op]
-                kept = keep.pop(src_op, None)
-                if kept:
-                    for x_id, t in kept.items():
-                        g = slots[src_op.y_id2idx[x_id]]
-                        if g is not None:
-                            yield t, Tensor(data=g, requires_grad=False)
-                if src_op.requires_grad and not isinstance(src_op, Dummy):
-                    ready.append((src_op, [g if g is not None else _zeros_for(src_op, i)
-                                           for i, g in enumerate(slots)]))
+            left = deps[src_op] - 1
+            deps[src_op] = left
+            if left:
+                continue
+            del not_ready[src_op]
+            kept = keep.pop(src_op, None)
+            if kept:
+                for x_id, t in kept.items():
+                    g = slots[src_op.y_id2idx[x_id]]
+                    if g is not None:
+                        yield t, Tensor(data=g, requires_grad=False)
+            if src_op.requires_grad and not isinstance(src_op, Dummy):
+                ready.append((src_op, [g if g is not None else _zeros_for(src_op, i)
+                                       for i, g in enumerate(slots)]))
 
 
 def _accumulate(a: CTensor, b: CTensor) -> CTensor:
