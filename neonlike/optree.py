@@ -99,16 +99,20 @@ def tensor_token(t: Any) -> int:
     try:
         return t._token
     except AttributeError:
-        shape = t.shape
-        key = ("t", t.dtype.char, len(shape), sum(1 << i for i, d in enumerate(shape) if d == 1))
-        tok = _TENSOR_TOKENS.get(key)
+        shape, char = t.shape, t.dtype.char
+        tok = _SHAPE_TOKENS.get((char, shape))   # a fresh view of a shape seen before: ~1 us less
         if tok is None:
-            tok = _TENSOR_TOKENS.put(key, -next(_next_token))
+            key = ("t", char, len(shape), sum(1 << i for i, d in enumerate(shape) if d == 1))
+            tok = _TENSOR_TOKENS.get(key)
+            if tok is None:
+                tok = _TENSOR_TOKENS.put(key, -next(_next_token))
+            _SHAPE_TOKENS.put((char, shape), tok)
         t._token = tok
         return tok
 
 
 _TENSOR_TOKENS = Memo("optree.tensor_tokens", 1024)
+_SHAPE_TOKENS = Memo("optree.shape_tokens", 4096)   # (dtype char, shape) -> its token
 
 
 def _parts(x: Any) -> tuple:
