@@ -177,6 +177,33 @@ def test_pooled_outputs_are_reused_only_when_nobody_holds_them():
     np.testing.assert_array_equal(only, snapshot)
 
 
+@pytest.mark.parametrize("dx, dw", [(np.float32, np.float64), (np.float64, np.float32),
+                                    (np.int32, np.float32)])
+def test_matmul_of_mixed_dtypes_and_its_gradients_against_numpy(dx, dw):
+    """matmul's GEMMs (be.compound_dot) take operands of different dtypes through the engine's
+    conversion: the product in the promoted float dtype, each gradient in its input's dtype,
+    all against numpy in float64 (an integer data input gets no gradient)."""
+    rng = np.random.RandomState(11)
+    xa, wa, r = (rng.randn(5, 3) * 3).astype(dx), rng.randn(3, 4).astype(dw), rng.randn(5, 4)
+    grads = dx is not np.int32
+    x = Tensor(data=xa, dtype=dx, requires_grad=grads, stores_grad=grads)
+    w = Tensor(data=wa, dtype=dw, stores_grad=True)
+    y = autograd.matmul(x, w)
+    X, W = xa.astype(np.float64), wa.astype(np.float64)
+    want = np.result_type(*[d for d in (dx, dw) if np.dtype(d).kind == "f"])
+    assert y.data.dtype == want and y.to_numpy().dtype == want
+    np.testing.assert_allclose(y.to_numpy(), X @ W, rtol=1e-6, atol=1e-6)
+    g = autograd.gradients(autograd.reduce_sum(
+        autograd.mul(y, Tensor(data=r, dtype=np.float64, requires_grad=False)), None, 0))
+    assert g[w].data.dtype == np.dtype(dw) and g[w].to_numpy().dtype == np.dtype(dw)
+    np.testing.assert_allclose(g[w].to_numpy(), X.T @ r, rtol=1e-5, atol=1e-5)
+    if grads:
+        assert g[x].data.dtype == np.dtype(dx) and g[x].to_numpy().dtype == np.dtype(dx)
+        np.testing.assert_allclose(g[x].to_numpy(), r @ W.T, rtol=1e-5, atol=1e-5)
+    else:
+        assert x not in g
+
+
 @pytest.mark.parametrize("make", [lambda: opt.SGD(0.01, momentum=0.9),
                                   lambda: opt.SGD(0.01, momentum=0.9, nesterov=True),
                                   lambda: opt.SGD(0.01), lambda: opt.Adam(0.01)])
