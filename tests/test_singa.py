@@ -177,6 +177,27 @@ def test_pooled_outputs_are_reused_only_when_nobody_holds_them():
     np.testing.assert_array_equal(only, snapshot)
 
 
+def test_the_seed_gradient_is_ones_in_a_reused_pooled_tensor_and_without_a_pool(monkeypatch):
+    """backward's dy = 1 comes from Device.ones: a pooled host tensor (which last held other
+    values) filled through its array, or be.ones where the device's tensors have no host memo;
+    the loss's own gradient (stores_grad) is that seed, in both cases."""
+    dev = device.get_default_device()
+    for host in (True, False):
+        if not host:
+            monkeypatch.setattr(dev, "_alloc", lambda shape, dtype: dev.be.empty(shape,
+                                                                                  dtype=dtype))
+        for _ in range(3):
+            junk = dev.alloc((1, 1), np.dtype(np.float32))
+            junk[:] = 7.0                       # the pool may hand this tensor out next
+            del junk
+            x = Tensor(data=np.array([2.0, 3.0]), stores_grad=True)
+            g = autograd.gradients(autograd.reduce_sum(autograd.mul(x, x), None, 0))
+            np.testing.assert_array_equal(g[x].to_numpy(), [4.0, 6.0])
+            ones = dev.ones((2, 3), np.dtype(np.float32))
+            assert ones.dtype == np.float32
+            np.testing.assert_array_equal(ones.get(), np.ones((2, 3)))
+
+
 @pytest.mark.parametrize("dx, dw", [(np.float32, np.float64), (np.float64, np.float32),
                                     (np.int32, np.float32)])
 def test_matmul_of_mixed_dtypes_and_its_gradients_against_numpy(dx, dw):

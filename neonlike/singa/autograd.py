@@ -294,8 +294,8 @@ def grad_ctensor(g: Any, like: CTensor) -> CTensor:
 
 
 def _ones_like(t: Tensor) -> CTensor:
-    be = t.device.be
-    return CTensor(be.ones(pad2(t.shape), dtype=t.dtype), t.shape, t.device, t.dtype)
+    dev = t.device
+    return CTensor(dev.ones(pad2(t.shape), t.dtype), t.shape, dev, t.dtype)
 
 
 # ---------------------------------------------------------------- the backward walk
