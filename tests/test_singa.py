@@ -177,6 +177,19 @@ def test_pooled_outputs_are_reused_only_when_nobody_holds_them():
     np.testing.assert_array_equal(only, snapshot)
 
 
+def test_matmul_of_a_tensor_with_itself_sums_both_gradients():
+    """matmul(a, a): the gradient of sum(R * (a @ a)) is R @ a.T + a.T @ R (each input's GEMM
+    by its position, not by which CTensor it is)."""
+    rng = np.random.RandomState(12)
+    A, R = rng.randn(4, 4), rng.randn(4, 4)
+    a = Tensor(data=A, dtype=np.float64, stores_grad=True)
+    y = autograd.matmul(a, a)
+    np.testing.assert_allclose(y.to_numpy(), A @ A, rtol=1e-12)
+    g = autograd.gradients(autograd.reduce_sum(
+        autograd.mul(y, Tensor(data=R, dtype=np.float64, requires_grad=False)), None, 0))
+    np.testing.assert_allclose(g[a].to_numpy(), R @ A.T + A.T @ R, rtol=1e-10, atol=1e-12)
+
+
 def test_the_seed_gradient_is_ones_in_a_reused_pooled_tensor_and_without_a_pool(monkeypatch):
     """backward's dy = 1 comes from Device.ones: a pooled host tensor (which last held other
     values) filled through its array, or be.ones where the device's tensors have no host memo;

@@ -471,12 +471,12 @@ class Matmul(TreeOp):
         d = dy.materialize()
         srcs = self.src or ((None, 0, None, False),) * 2
         grads = []
-        for need, like, a, b, src in ((needs[0], x, d, w.value, srcs[0]),
-                                      (needs[1], w, x.value, d, srcs[1])):
-            if not need:
+        for i in (0, 1):          # by position: x and w may be one CTensor (matmul(a, a))
+            if not needs[i]:
                 grads.append(None)
                 continue
-            a, b = (a, b.T) if like is x else (a.T, b)
+            like, src = xs[i], srcs[i]
+            a, b = (d, w.value.T) if i == 0 else (x.value.T, d)
             if src[3] and math.prod(like.lshape) >= ag.KEPT_PRODUCT_MIN and \
                     isinstance(src[0], ag.Dummy):   # kept for SGD's GEMM into its velocity
                 grads.append(CTensor(build(Op.DOT, a, b), like.lshape, like.dev, like.dtype))
