@@ -517,3 +517,21 @@ def test_the_layer_library_trains_with_optional_dependencies_blocked():
     lines = result.stdout.splitlines()
     assert lines[0] == "(32, 3)"
     assert lines[1].startswith("ImportError") and "scikit-learn" in lines[1]
+
+
+def test_cpu_views_carry_the_attributes_the_constructor_gives():
+    """CPUTensor._derived sets a view's attributes directly (faster than the constructors): the
+    same names and values as CPUTensor(...) gives, for reshapes, transposes and slices."""
+    from neonlike.backends.cpu.device import CPUTensor
+    be = gen_backend("cpu")
+    t = be.array(np.arange(24, dtype=np.float64).reshape(4, 6), dtype=np.float32)
+    for view, ary in ((t.reshape((2, 12)), t._tensor.reshape(2, 12)), (t.T, t._tensor.T),
+                      (t[1:3], t._tensor[1:3])):
+        made = CPUTensor(be, ary, None, t.persist_values, base=t)
+        assert vars(view).keys() == vars(made).keys()
+        for name, value in vars(made).items():
+            if name != "_tensor":
+                assert getattr(view, name) == value, name
+        assert type(view.shape) is tuple and view.dtype == np.float32 and view.base is t
+        np.testing.assert_array_equal(view.get(), ary)
+        assert np.shares_memory(view._tensor, t._tensor)
