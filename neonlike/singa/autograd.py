@@ -184,11 +184,16 @@ class TreeOp(Operation):
             self._xs, self._out = xs, out
         return out
 
-    def backward(self, dy: CTensor) -> Any:
+    def kept_inputs(self) -> tuple:
+        """The input CTensors forward kept for backward (a clear error where it kept none)."""
         xs = getattr(self, "_xs", None)
         if xs is None:
             raise RuntimeError(f"{self.name}: backward needs autograd.training = True during "
                                f"forward (the inputs are kept only then)")
+        return xs
+
+    def backward(self, dy: CTensor) -> Any:
+        xs = self.kept_inputs()
         needs = self._needs or (True,) * len(xs)     # the walk's, else every input's
         if not self.lazy or needs.count(True) > 1:   # read by a product or by several grads
             dy.materialize()
@@ -276,12 +281,18 @@ KEPT_PRODUCT_MIN = 1 << 15   # elements: below, the GEMM call's own cost outweig
 #                               (bench_singa: a 64x100 weight's step 22 us slower, 784x100 ~20 faster)
 
 
+def _keeps_product(src: tuple, size: int) -> bool:
+    """Whether the input recorded as `src`, `size` elements, keeps a gradient that is a plain
+    product lazy (_kept_product): a stored leaf of at least KEPT_PRODUCT_MIN elements."""
+    return src[3] and size >= KEPT_PRODUCT_MIN and isinstance(src[0], Dummy)
+
+
 def _kept_product(g: Any, src: tuple) -> bool:
     """A large stored leaf's gradient that is a plain product `A @ B` stays lazy: SGD with
     momentum runs it as a GEMM straight into its velocity (C = A @ B + m * C, no gradient tensor
     and no second pass over it); other readers run it once (opt._value)."""
-    return src[3] and isinstance(src[0], Dummy) and gemm_operands(g) is not None and \
-        g[0]["shape"][0] * g[0]["shape"][1] >= KEPT_PRODUCT_MIN
+    return gemm_operands(g) is not None and \
+        _keeps_product(src, g[0]["shape"][0] * g[0]["shape"][1])
 
 
 def grad_ctensor(g: Any, like: CTensor) -> CTensor:

@@ -462,11 +462,7 @@ class Matmul(TreeOp):
         return y
 
     def backward(self, dy: CTensor) -> tuple:
-        xs = getattr(self, "_xs", None)
-        if xs is None:
-            raise RuntimeError(f"{self.name}: backward needs autograd.training = True during "
-                               f"forward (the inputs are kept only then)")
-        x, w = xs
+        x, w = xs = self.kept_inputs()
         needs = self._needs or (True, True)
         d = dy.materialize()
         srcs = self.src or ((None, 0, None, False),) * 2
@@ -477,8 +473,7 @@ class Matmul(TreeOp):
                 continue
             like, src = xs[i], srcs[i]
             a, b = (d, w.value.T) if i == 0 else (x.value.T, d)
-            if src[3] and math.prod(like.lshape) >= ag.KEPT_PRODUCT_MIN and \
-                    isinstance(src[0], ag.Dummy):   # kept for SGD's GEMM into its velocity
+            if ag._keeps_product(src, math.prod(like.lshape)):   # for SGD's GEMM into v
                 grads.append(CTensor(build(Op.DOT, a, b), like.lshape, like.dev, like.dtype))
                 continue
             out = like.dev.alloc(like.value.shape, like.dtype)
