@@ -78,6 +78,8 @@ _CUDA_PROBLEMS: list = []
 def _render_for_cuda(plan, tensors, out, nodes, ctype) -> None:
     from neonlike import plan as P
     from neonlike.backends.gpu import render as render_cuda
+    from neonlike.backends.gpu.device import reduce_layout
+    from neonlike.optree import shape_of
     meta = {i: (len(t.shape), P._mask(t.shape), t.dtype) for i, t in enumerate(tensors)}
     meta[plan.n_inputs] = (len(out.shape), P._mask(out.shape), out.dtype)
     for j, pos in enumerate(plan.temps):
@@ -85,12 +87,20 @@ def _render_for_cuda(plan, tensors, out, nodes, ctype) -> None:
     for i, stage in enumerate(plan.stages):
         if stage.kind is P.StageKind.FUSED:
             store = out.dtype if stage.out == plan.n_inputs else ctype
-            try:
-                k = render_cuda.render(stage, meta, ctype.name, store, f"suite/{i}")
-            except Exception as e:  # noqa: BLE001 - reported at the end with the stage
-                _CUDA_PROBLEMS.append(f"render_cuda failed on {stage}: {type(e).__name__}: {e}")
-                continue
-            _CUDA_KERNELS.setdefault(k.name, k)
+            # the default layout, and the wide one reduce_layout picks on a 132-SM device
+            dom = shape_of(nodes[stage.domain][1]) if stage.domain >= 0 else \
+                (out.shape if stage.out == plan.n_inputs
+                 else nodes[plan.temps[stage.out - plan.n_inputs - 1]].shape)
+            wide = reduce_layout(stage.reduce_axes, dom, 132) if stage.reduce_axes else None
+            for ppb, block in [(None, render_cuda.BLOCK)] + ([wide] if wide else []):
+                try:
+                    k = render_cuda.render(stage, meta, ctype.name, store, f"suite/{i}",
+                                           points_per_block=ppb, block=block)
+                except Exception as e:  # noqa: BLE001 - reported at the end with the stage
+                    _CUDA_PROBLEMS.append(f"render_cuda failed on {stage}: "
+                                          f"{type(e).__name__}: {e}")
+                    continue
+                _CUDA_KERNELS.setdefault(k.name, k)
 
 
 # ---------------------------------------------------------------- kernel replay

@@ -201,3 +201,19 @@ def test_second_backend_and_cleanup(gpu):
     t = other.array(np.ones((3, 3)))
     other.cleanup_backend()
     np.testing.assert_array_equal(t.get(), np.ones((3, 3)))
+
+
+def test_kernels_past_two_to_the_31_elements(gpu):
+    """3 * 2**30 + 3 elements (uint8: 3 GiB a tensor): the 64-bit index path and the grid cap."""
+    cols = 2**30 + 1
+    x = gpu.empty((3, cols), dtype=np.uint8)
+    y = gpu.empty((3, cols), dtype=np.uint8)
+    x[:] = 1
+    x[2, cols - 4:] = 7
+    y[:] = x * 2 + 1
+    np.testing.assert_array_equal(y[0, :5].get(), [[3] * 5])
+    np.testing.assert_array_equal(y[2, cols - 6:].get(), [[3, 3, 15, 15, 15, 15]])
+    s = gpu.empty((3, 1), dtype=np.float32)
+    s[:] = gpu.sum(y, axis=1)
+    np.testing.assert_allclose(s.get()[:, 0], [3.0 * cols, 3.0 * cols, 3.0 * cols + 48],
+                               rtol=1e-6)

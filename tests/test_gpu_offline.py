@@ -609,7 +609,7 @@ class FakeCublas:
             + np.arange(g.n)[None, :] * g.ldc for i in range(count)]).ravel())
         flat[idx] = work[idx].astype(dt)
 
-    def gemm(self, dtype, g, alpha, beta):
+    def gemm(self, dtype, g, alpha, beta, tf32=False):
         self._run(dtype, g, alpha, beta)
 
     def gemm_strided_batched(self, dtype, b, alpha, beta):
@@ -765,3 +765,56 @@ def test_emulated_failed_assignment_leaves_output_untouched(gpu, monkeypatch):
     with pytest.raises(RuntimeError, match="simulated"):
         o[:] = gpu.sqrt(x) + 1.0
     np.testing.assert_array_equal(o.get(), np.full((2, 3), 5.0))
+
+
+def test_emulated_statements_skip_the_walk_once_compiled(gpu):
+    """A one-kernel statement runs from the engine's fast runner after its first run (no walk),
+    with this call's constants and views; an output that is also an input goes the full way."""
+    rng = np.random.default_rng(7)
+    sv = rng.uniform(-1, 1, (6, 8))
+    s, o = gpu.array(sv), gpu.empty((6, 8))
+    o[:] = gpu.tanh(s * 2.0 + 1.0) * s - s
+    walks = gpu._engine.stats["walks"]
+    for c in (2.0, -3.0, 0.5):
+        o[:] = gpu.tanh(s * c + 1.0) * s - s
+        np.testing.assert_allclose(o.get(), np.tanh(sv * c + 1.0) * sv - sv, rtol=1e-5, atol=1e-6)
+    assert gpu._engine.stats["walks"] == walks
+    t = gpu.array(sv.T.copy())
+    o[:] = gpu.tanh(t.T * 2.0 + 1.0) * s - s        # a transposed view in the same structure
+    np.testing.assert_allclose(o.get(), np.tanh(sv * 2.0 + 1.0) * sv - sv, rtol=1e-5, atol=1e-6)
+    s[:] = gpu.tanh(s * 2.0 + 1.0) * s - s          # aliasing: the walk takes it
+    assert gpu._engine.stats["walks"] > walks
+    np.testing.assert_allclose(s.get(), np.tanh(sv * 2.0 + 1.0) * sv - sv, rtol=1e-5, atol=1e-6)
+
+
+def test_reduce_layout_fills_the_device_for_column_sums():
+    """A reduction that keeps the innermost axis narrows its points per block (32 -> 8) and
+    widens its block to 1024 threads while the points would leave the SMs idle; a row reduction
+    (innermost axis reduced) and a column sum with points enough keep render's default."""
+    assert G.reduce_layout((1,), (100_000, 1024), 132) is None           # rows: a block each
+    assert G.reduce_layout((0,), (100_000, 1024), 132) == (8, 1024)      # 1024 points
+    assert G.reduce_layout((0,), (64, 8192), 132) == (16, 1024)          # 8192 / 16 = 512
+    assert G.reduce_layout((0,), (64, 1 << 16), 132) is None             # 2048 blocks of 32
+    assert G.reduce_layout((0,), (), 132) is None
+
+
+def test_emulated_wide_reduction_block_falls_back_when_registers_do_not_fit(gpu, monkeypatch):
+    """A column sum takes the (8, 1024) layout; where the loaded kernel may not run 1024 threads
+    (too many registers), the program runs render's default kernel instead, with the same sums."""
+    rng = np.random.default_rng(3)
+    xv = rng.uniform(-1, 1, (40, 24))
+    x, s = gpu.array(xv), gpu.empty((1, 24))
+    launched = []
+    real = gpu._launch.__func__
+    monkeypatch.setattr(type(gpu), "_launch",
+                        lambda self, k, *a: (launched.append(k.block), real(self, k, *a))[1])
+    s[:] = gpu.sum(x, axis=0)
+    np.testing.assert_allclose(s.get(), xv.sum(0, keepdims=True), rtol=1e-5, atol=1e-6)
+    assert launched == [1024]
+    gpu._programs.clear()
+    gpu._engine.runners.clear()
+    monkeypatch.setattr(FakeFunction, "max_threads_per_block", 512, raising=False)
+    launched.clear()
+    s[:] = gpu.sum(x, axis=0)
+    np.testing.assert_allclose(s.get(), xv.sum(0, keepdims=True), rtol=1e-5, atol=1e-6)
+    assert launched == [RC.BLOCK]

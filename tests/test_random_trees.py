@@ -62,11 +62,27 @@ CPU_ENGINE = "reference"
 DTYPES = tuple(np.dtype(n) for n in ("float16", "float32", "float64", "int8", "int16", "int32",
                                       "uint8", "uint16", "uint32"))
 WIDE = {np.dtype("float64"), np.dtype("int32"), np.dtype("uint32")}
+
+
+def _gpu_here() -> bool:
+    """Whether gen_backend('gpu') can be made (asked once, where pycuda is installed at all)."""
+    if importlib.util.find_spec("pycuda") is None:
+        return False
+    try:
+        gen_backend("gpu", rng_seed=0)
+    except (ImportError, RuntimeError, NotImplementedError):
+        return False
+    return True
+
+
 BACKENDS = [
     "cpu",
     pytest.param("mkl", marks=pytest.mark.skipif(importlib.util.find_spec("mkl") is None,
                                                  reason="mkl-service is not installed")),
+    pytest.param("gpu", marks=pytest.mark.skipif(not _gpu_here(),
+                                                 reason="no pycuda, CUDA driver or GPU here")),
 ]
+
 INF, NAN = math.inf, math.nan
 LN2 = math.log(2.0)
 SAFELOG_MIN = math.exp(-50.0)

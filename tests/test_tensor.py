@@ -360,7 +360,8 @@ def test_setitem_wrong_size_ndarray_raises(be):
     np.testing.assert_array_equal(out.get(), base_data())
 
 
-@pytest.mark.parametrize("value", ["abc", None, [1, 2, 3], {"a": 1}, object()], ids=repr)
+@pytest.mark.parametrize("value", ["abc", None, [1, 2, 3], {"a": 1}, object()],
+                         ids=lambda v: type(v).__name__)
 def test_setitem_from_unsupported_value_raises_typeerror(be, value):
     out = be.array(base_data())
     with pytest.raises(TypeError):

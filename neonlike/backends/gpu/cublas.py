@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 OP_N, OP_T = 0, 1
 CUDA_R_32F, CUDA_R_64F, CUDA_R_16F = 0, 1, 2
 CUBLAS_COMPUTE_32F = 68
+CUBLAS_COMPUTE_32F_FAST_TF32 = 77   # float32 operands rounded to tf32 on the tensor cores
 CUBLAS_GEMM_DEFAULT = -1
 STATUS = {
     0: "CUBLAS_STATUS_SUCCESS", 1: "CUBLAS_STATUS_NOT_INITIALIZED", 3: "CUBLAS_STATUS_ALLOC_FAILED",
@@ -218,10 +219,17 @@ class Cublas:
         t = ctypes.c_double if dtype == "float64" else ctypes.c_float
         return t(alpha), t(beta)
 
-    def gemm(self, dtype: str, g: GemmArgs, alpha: float, beta: float) -> None:
+    def gemm(self, dtype: str, g: GemmArgs, alpha: float, beta: float,
+             tf32: bool = False) -> None:
+        """C = alpha op(A) op(B) + beta C; tf32: a float32 product on the tensor cores (operands
+        rounded to 10-bit mantissas, as torch's allow_tf32)."""
         al, be = self._scalars(dtype, alpha, beta)
         common = (self.handle, g.transa, g.transb, g.m, g.n, g.k, ctypes.byref(al))
-        if dtype == "float32":
+        if dtype == "float32" and tf32:
+            self._check("cublasGemmEx", self.lib.cublasGemmEx(
+                *common, g.a, CUDA_R_32F, g.lda, g.b, CUDA_R_32F, g.ldb, ctypes.byref(be),
+                g.c, CUDA_R_32F, g.ldc, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT))
+        elif dtype == "float32":
             self._check("cublasSgemm_v2", self.lib.cublasSgemm_v2(
                 *common, g.a, g.lda, g.b, g.ldb, ctypes.byref(be), g.c, g.ldc))
         elif dtype == "float64":

@@ -279,6 +279,31 @@ class GPUTensor(Tensor):
 
 # **************** the backend ****************
 
+# reduce_layout's answer for every reduction where set (benchmarks probe layouts with it)
+LAYOUT_OVERRIDE: list = [None]
+
+
+def reduce_layout(reduce_axes: Sequence[int], dom: tuple, sm_count: int) -> tuple | None:
+    """(points per block, threads per block) of a reduction over `reduce_axes` of domain `dom`,
+    or None for render's default (a block per row where the innermost axis is reduced).
+
+    Where the innermost axis is kept (sums over columns: softmax over axis 0), a warp reads P
+    neighbouring points of a row. render's default P = 32 leaves points / 32 blocks, which for a
+    (1e5, 1024) column sum is 32 blocks on a 132-SM device (a fifth of its bandwidth measured on
+    an H100). P shrinks (down to 8: a warp still reads whole 32-byte sectors) until there are two
+    blocks per SM, and the block grows to 1024 threads so that each point has more readers.
+    """
+    if LAYOUT_OVERRIDE[0] is not None:
+        return LAYOUT_OVERRIDE[0]
+    n = len(dom)
+    if not n or n - 1 in reduce_axes:
+        return None
+    points = math.prod(d for k, d in enumerate(dom) if k not in reduce_axes)
+    ppb = 32
+    while ppb > 8 and points // ppb < 2 * sm_count:
+        ppb //= 2
+    return (ppb, 1024) if points // ppb < 4 * sm_count else None
+
 class _Program:
     """A KernelPlan with its kernels compiled and loaded, ready for any tree of its signature."""
 
@@ -291,29 +316,87 @@ class _Program:
         self.meta = P.buffer_meta(self.plan, tensors, out, nodes, dtypes=True)
         self.out_dtype = out.dtype
         self.tag = hashlib.sha256(repr(key).encode()).hexdigest()[:12]
-        self.kernels: dict = {}
-        self.kernels64: dict = {}
+        self.kernels: dict = {}           # stage -> its kernel for 32-bit indices, default layout
+        self.variants: dict = {}          # (stage, index64, points per block, block) -> kernel
         for i, stage in enumerate(self.plan.stages):
             if stage.kind is P.StageKind.FUSED:   # compiled now: a failure leaves out untouched
                 self.kernels[i] = self._render(be, i, stage, False)
         self.gemm_only = P.gemm_only(self.plan)
-        self.fast = None                  # every call runs `run` (the engine's fast key only finds it)
+        self.fast = self._fast_runner(be)
 
-    def _render(self, be: NervanaGPU, i: int, stage: P.Stage, index64: bool) -> Any:
+    def _render(self, be: NervanaGPU, i: int, stage: P.Stage, index64: bool,
+                layout: tuple | None = None) -> Any:
         from . import render as RC
         store = self.out_dtype if stage.out == self.plan.n_inputs else self.dtype
-        k = RC.render(stage, self.meta, self.dtype.name, store, f"{self.tag}/{i}", index64=index64)
+        ppb, block = layout or (None, RC.BLOCK)
+        k = RC.render(stage, self.meta, self.dtype.name, store, f"{self.tag}/{i}",
+                      index64=index64, points_per_block=ppb, block=block)
         if DEBUG >= 3:
             print(k.source)
         be._device.function(k.source, k.name, k.arg_format)
         return k
 
-    def kernel(self, be: NervanaGPU, i: int, index64: bool) -> Any:
-        if not index64:
+    def _fast_runner(self, be: NervanaGPU) -> Any:
+        """`fast(out, tensors, consts) -> bool` for a plan that is one elementwise kernel into the
+        output (most statements): the launch straight from the call's tensors, without the
+        walk, descriptors or temps. False (nothing done) where `run` must decide: the output
+        shares an allocation with an input (aliasing), an empty or 2**31-index tensor."""
+        plan = self.plan
+        if len(plan.stages) != 1 or plan.temps:
+            return None
+        stage = plan.stages[0]
+        if (stage.kind is not P.StageKind.FUSED or stage.reduce_axes or stage.domain >= 0
+                or stage.out != plan.n_inputs):
+            return None
+        k = self.kernels[0]
+        call = be._device.function(k.source, k.name, k.arg_format).prepared_call
+        bufs, cidx, block, grid = k.bufs, k.consts, (k.block, 1, 1), k.grid
+        limit = INDEX32_MAX
+
+        def fast(out: GPUTensor, tensors: Sequence[GPUTensor], consts: Sequence[float]) -> bool:
+            shape, alloc = out.shape, out.allocation
+            args = [int(alloc) + out.offset]
+            span = 0
+            for d, st in zip(shape, out.strides):
+                args.append(st if d != 1 else 0)
+                span += (d - 1) * (st if st > 0 else -st)
+            if not 0 <= span < limit or 0 in shape:
+                return False
+            args += shape
+            for b in bufs:
+                t = tensors[b]
+                if t.allocation is alloc:
+                    return False
+                args.append(int(t.allocation) + t.offset)
+                span = 0
+                for d, st in zip(t.shape, t.strides):
+                    args.append(st if d != 1 else 0)
+                    span += (d - 1) * (st if st > 0 else -st)
+                if not 0 <= span < limit or 0 in t.shape:
+                    return False
+            for c in cidx:
+                args.append(consts[c])
+            call((grid(shape), 1), block, *args)
+            return True
+        return fast
+
+    def kernel(self, be: NervanaGPU, i: int, index64: bool, dom: tuple = ()) -> Any:
+        """Stage i's kernel for this call: 64-bit indices where a buffer needs them, and for a
+        reduction the layout that fills the device at this domain (reduce_layout), unless its
+        kernel needs more registers than a block of that size may have."""
+        stage = self.plan.stages[i]
+        layout = reduce_layout(stage.reduce_axes, dom, be.sm_count) if stage.reduce_axes \
+            else None
+        if not index64 and layout is None:
             return self.kernels[i]
-        k = self.kernels64.get(i)
+        k = self.variants.get((i, index64, layout))
         if k is None:
-            k = self.kernels64[i] = self._render(be, i, self.plan.stages[i], True)
+            k = self._render(be, i, stage, index64, layout)
+            fn = be._device.function(k.source, k.name, k.arg_format)
+            if getattr(fn, "max_threads_per_block", k.block) < k.block:
+                # too many registers a thread for the wide block: render's default layout
+                k = self._render(be, i, stage, True) if index64 else self.kernels[i]
+            self.variants[(i, index64, layout)] = k
         return k
 
     def run(self, out: GPUTensor, tensors: list, consts: list, nodes: list) -> None:
@@ -338,7 +421,7 @@ class _Program:
             if stage.kind is P.StageKind.FUSED:
                 dom = shape_of(nodes[stage.domain][1]) if stage.domain >= 0 else dst.shape
                 big = index64 or math.prod(dom) > INDEX32_MAX
-                be._launch(self.kernel(be, i, big), dst, dom, bufs, consts)
+                be._launch(self.kernel(be, i, big, dom), dst, dom, bufs, consts)
             elif stage.kind is P.StageKind.GEMM:
                 a, b = P.gemm_operands(stage, bufs)
                 be._matmul(a, b, dst, 1.0, 0.0)
@@ -370,8 +453,11 @@ class NervanaGPU(Backend):
         self.stream = None                 # every launch, copy and GEMM runs on the null stream
         self.bench = False
         self.use_pinned_mem = False
+        # float32 GEMMs on the tensor cores in tf32 (off by default, as torch.matmul's)
+        self.allow_tf32 = False
         self._programs = KernelCache(f"gpu{device_id}.programs", maxsize=512)
         self._engine = Engine("gpu", lambda *a: _Program(self, *a), self._programs)
+        self._runners = self._engine.fast_runners  # Tensor.__setitem__'s C fast path uses them
         super().__init__(*args, device_id=device_id, **kwargs)
 
     # ---------------------------------------------------------------- memory
@@ -462,7 +548,7 @@ class NervanaGPU(Backend):
             target = self._contiguous_copy(C) if beta else self._empty(C.shape, C.dtype)
             g = gemm_args(Matrix(A.ptr, A.shape, A.strides), Matrix(B.ptr, B.shape, B.strides),
                           Matrix(target.ptr, target.shape, target.strides))
-        self._device.cublas.gemm(C.dtype.name, g, alpha, beta)
+        self._device.cublas.gemm(C.dtype.name, g, alpha, beta, self.allow_tf32)
         if target is not C:
             self._copy(C, target)
 

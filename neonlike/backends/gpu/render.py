@@ -43,6 +43,7 @@ constants (`c<k>`, in the compute type, so `2*x` and `3*x` share a kernel). Laun
 from __future__ import annotations
 
 import hashlib
+import math
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -133,10 +134,10 @@ class CudaKernel:
     def grid(self, dom: tuple) -> int:
         """Blocks to launch for domain `dom` (the output's shape without reductions)."""
         if self.points_per_block:
-            points = int(np.prod([n for k, n in enumerate(dom) if k not in self.reduce_axes]))
+            points = math.prod(n for k, n in enumerate(dom) if k not in self.reduce_axes)
             blocks = -(-points // self.points_per_block)
         else:
-            blocks = -(-int(np.prod(dom)) // self.block)
+            blocks = -(-math.prod(dom) // self.block)
         return max(1, min(blocks, MAX_BLOCKS))
 
 
