@@ -2,6 +2,8 @@
 from setuptools import Extension, find_packages, setup
 
 MKL_PLATFORMS = "(platform_machine == 'x86_64' or platform_machine == 'AMD64') and sys_platform != 'darwin'"
+OPENBLAS_PLATFORMS = ("platform_machine == 'x86_64' or platform_machine == 'AMD64' or "
+                      "platform_machine == 'aarch64' or platform_machine == 'arm64'")
 
 setup(
     name="neonlike",
@@ -24,6 +26,9 @@ setup(
         "numba>=0.60",
         f"mkl; {MKL_PLATFORMS}",
         f"mkl-service; {MKL_PLATFORMS}",
+        # GEMM's OpenBLAS path: a private single-threaded OpenBLAS run on numba's pool
+        # (backends/cpu/openblas.py); AVX-512 kernels where MKL takes AVX2 (AMD)
+        f"scipy-openblas32; {OPENBLAS_PLATFORMS}",
         "scikit-learn",   # the digits dataset, the examples' default data
         "tqdm>=4.60",     # the training progress bar (callbacks.ProgressBarCallback)
     ],

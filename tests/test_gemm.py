@@ -13,17 +13,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from neonlike.backends.cpu import gemm as G
+from neonlike.backends.cpu import openblas as OB
 
 DTYPES = [np.float32, np.float64, np.float16]
 RTOL = {np.float64: 1e-12, np.float32: 1e-5, np.float16: 1e-3}
 
 
-@pytest.fixture(params=["mkl", "numpy", "auto-mkl", "auto-numpy"])
+@pytest.fixture(params=["mkl", "openblas", "numpy", "auto-mkl", "auto-openblas", "auto-numpy"])
 def path(request, monkeypatch):
-    """Run the test on the MKL path (skipped where MKL does not load), the numpy path, and
-    through 'auto' with every size timed (no small-GEMM shortcut) and the timing's verdict fixed
-    to MKL or numpy: what 'auto' runs must not depend on which path won."""
+    """Run the test on the MKL path (skipped where MKL does not load), the OpenBLAS path
+    (skipped without scipy-openblas32), the numpy path, and through 'auto' with every size timed
+    (no small-GEMM shortcut) and the timing's verdict fixed to each: what 'auto' runs must not
+    depend on which path won."""
     name, _, verdict = request.param.partition("-")
+    if "openblas" in request.param and not OB.available():
+        pytest.skip("scipy-openblas32 is not installed")
     try:
         previous = G.set_backend(name)
     except RuntimeError as e:
@@ -534,7 +538,7 @@ def test_env_var_forces_numpy(monkeypatch):
 
 def test_set_backend_rejects_unknown():
     with pytest.raises(ValueError):
-        G.set_backend("openblas")
+        G.set_backend("blis")
 
 
 def test_import_is_lazy():
@@ -569,6 +573,10 @@ def test_no_mkl_falls_back_to_numpy(monkeypatch, rng):
         monkeypatch.setattr(G._State, "mkl_error", None)
         monkeypatch.setattr(G, "_candidate_paths", lambda: ["/nonexistent/libmkl_rt.so.2"])
         G.set_backend(None)
+        if OB.available():           # without MKL, 'auto' takes OpenBLAS where it is installed
+            assert G.backend_name() == "openblas"
+            monkeypatch.setattr(OB, "available", lambda: False)
+            G.set_backend(None)
         assert G.backend_name() == "numpy"
         with pytest.raises(RuntimeError, match="libmkl_rt"):
             G.set_backend("mkl")
@@ -664,6 +672,8 @@ def auto(monkeypatch):
         G.set_backend(previous)
         pytest.skip("MKL unavailable here: 'auto' runs numpy")
     G.clear_choices()
+    # the rules against numpy's matmul (its pool's spinning); OpenBLAS as the rival has its own
+    monkeypatch.setattr(G._State, "rival", "numpy")
     yield
     G.clear_choices()
     G.set_backend(previous)
@@ -710,7 +720,7 @@ def test_auto_takes_the_faster_path(auto, rng, monkeypatch, slow):
     monkeypatch.setattr(G, "_numpy_gemm", real_numpy)
     monkeypatch.setattr(G, "_mkl_run", real_mkl)
     numpy_calls = calls_of(monkeypatch, "_numpy_gemm")
-    mkl_calls = calls_of(monkeypatch, "_mkl_gemm")
+    mkl_calls = calls_of(monkeypatch, "_mkl_run")
     A2 = operand(rng, (120, 70), np.float32, "c")   # another shape of the same class
     B2 = operand(rng, (70, 100), np.float32, "t")
     C2 = np.empty((120, 100), np.float32)
@@ -770,7 +780,7 @@ def test_auto_small_and_copied_operands_are_not_timed(auto, rng, monkeypatch):
     """Up to SMALL_MACS numpy runs untimed (not an outer product, K = 1: that is timed);
     operands the MKL path copies keep MKL, untimed."""
     timings = calls_of(monkeypatch, "_time_paths")
-    mkl_calls = calls_of(monkeypatch, "_mkl_gemm")
+    mkl_calls = calls_of(monkeypatch, "_mkl_run")
     numpy_calls = calls_of(monkeypatch, "_numpy_gemm")
     A, B = operand(rng, (64, 64), np.float32, "c"), operand(rng, (64, 64), np.float32, "c")
     C = np.empty((64, 64), np.float32)
@@ -802,6 +812,7 @@ def test_auto_small_and_copied_operands_are_not_timed(auto, rng, monkeypatch):
     (None, 0.1e-3, False, "mkl"),      # MKL's warm-up call over SLOW_RUN_S
     (1e-3, None, False, "mkl")])
 def test_auto_verdict(monkeypatch, mkl_best, numpy_best, spinning, want):
+    monkeypatch.setattr(G._State, "rival", "numpy")
     runs = {"mkl": lambda: "mkl", "numpy": lambda: "numpy"}
     monkeypatch.setattr(G, "_best_of", lambda run: mkl_best if run() == "mkl" else numpy_best)
     monkeypatch.setattr(G, "_spinning", lambda: spinning)
@@ -811,6 +822,26 @@ def test_auto_verdict(monkeypatch, mkl_best, numpy_best, spinning, want):
     # here they are the given times
     monkeypatch.setattr(G, "_median", lambda run: mkl_best if run() == "mkl" else numpy_best)
     assert G._time_paths(runs["mkl"], runs["numpy"]) == want
+
+
+@pytest.mark.parametrize("mkl_time,rival_time,want", [
+    (1e-3, 0.90e-3, "openblas"),       # 10% faster
+    (1e-3, 0.97e-3, "mkl"),            # within the 5% margin: a tie goes to MKL
+    (20e-3, 14e-3, "openblas"),        # long calls: the medians, same margin,
+    (20e-3, 19.5e-3, "mkl"),
+    (None, 0.1e-3, "mkl"),             # MKL's warm-up call over SLOW_RUN_S
+    (1e-3, None, "mkl")])
+def test_auto_verdict_against_openblas_ignores_spinning(monkeypatch, mkl_time, rival_time,
+                                                        want):
+    """OpenBLAS on numba's pool leaves no thread spinning: the verdict is the 5% margin alone,
+    whatever _spinning says."""
+    monkeypatch.setattr(G._State, "rival", "openblas")
+    runs = {"mkl": lambda: "mkl", "openblas": lambda: "openblas"}
+    monkeypatch.setattr(G, "_best_of", lambda run: mkl_time if run() == "mkl" else rival_time)
+    monkeypatch.setattr(G, "_median", lambda run: mkl_time if run() == "mkl" else rival_time)
+    monkeypatch.setattr(G, "SPIN_OK_S", 5e-3)
+    monkeypatch.setattr(G, "_spinning", lambda: True)   # (numpy as the rival would lose)
+    assert G._time_paths(runs["mkl"], runs["openblas"]) == want
 
 
 def test_best_of_warms_up_then_takes_the_fastest_call():
@@ -882,7 +913,7 @@ def test_env_var_forcing_bypasses_auto(monkeypatch, rng, forced):
         except RuntimeError as e:
             pytest.skip(f"MKL unavailable here: {e}")
         G.clear_choices()
-        other = calls_of(monkeypatch, "_numpy_gemm" if forced == "mkl" else "_mkl_gemm")
+        other = calls_of(monkeypatch, "_numpy_gemm" if forced == "mkl" else "_mkl_run")
         A = operand(rng, (100, 100), np.float32, "c")
         C = np.empty((100, 100), np.float32)
         G.gemm(A, A, C)
@@ -930,6 +961,7 @@ def test_auto_judges_long_calls_by_their_medians(monkeypatch):
     """A long call (SPIN_OK_S or more) is judged by the medians of its calls (MKL's, then
     numpy's): MKL whose fastest call wins but whose typical call is slower loses to a steadier
     numpy, and a steady MKL keeps a tie. Times come from a fake clock that each call advances."""
+    monkeypatch.setattr(G._State, "rival", "numpy")
     clock = [0.0]
     monkeypatch.setattr(G.time, "perf_counter", lambda: clock[0])
     monkeypatch.setattr(G.time, "sleep", lambda s: None)

@@ -327,17 +327,36 @@ def test_trains_in_a_model(make, head):
 
 
 # ---------------------------------------------------------------- the CPU's fused LSTM sequence
+@pytest.fixture(params=["mkl", "openblas"])
+def kernel_blas(request):
+    """The GEMM path whose single-threaded sgemm the fused sequence kernels call in each task
+    (gemm.kernel_gemm_pointers): MKL's or OpenBLAS's (skipped where not installed)."""
+    from neonlike.backends.cpu import gemm as cpu_gemm
+    from neonlike.backends.cpu import openblas
+    if request.param == "openblas" and not openblas.available():
+        pytest.skip("scipy-openblas32 is not installed")
+    try:
+        previous = cpu_gemm.set_backend(request.param)
+    except RuntimeError as e:
+        pytest.skip(f"{request.param} unavailable: {e}")
+    want = openblas.library().pointers if request.param == "openblas" else \
+        cpu_gemm.mkl_kernel_pointers()
+    assert cpu_gemm.kernel_gemm_pointers() is want
+    yield request.param
+    cpu_gemm.set_backend(previous)
+
+
 @pytest.mark.parametrize("steps", [1, 6])
 @pytest.mark.parametrize("cls", [LSTM, BiLSTM])
-def test_float32_lstm_runs_its_steps_as_one_kernel(monkeypatch, cls, steps):
+def test_float32_lstm_runs_its_steps_as_one_kernel(monkeypatch, cls, steps, kernel_blas):
     """float32 LSTM / BiLSTM (the backward half's steps run right to left) take the CPU's fused
-    sequence kernels, with a starting state and carried state; values and gradients match the
-    float64 layer (the per-step path, checked against central differences above) to float32
-    precision, and the kernels are the ones that ran."""
+    sequence kernels, with a starting state and carried state, on MKL's and OpenBLAS's sgemm;
+    values and gradients match the float64 layer (the per-step path, checked against central
+    differences above) to float32 precision, and the kernels are the ones that ran."""
     from neonlike.backends.cpu import rnn as cpu_rnn
     from neonlike.backends.cpu import gemm as cpu_gemm
-    if cpu_rnn._kernels() is None or cpu_gemm.mkl_kernel_pointers() is None:
-        pytest.skip("the fused sequence needs numba and MKL")
+    if cpu_rnn._kernels() is None or cpu_gemm.kernel_gemm_pointers() is None:
+        pytest.skip("the fused sequence needs numba and MKL or OpenBLAS")
     ran = []
     plan = cpu_rnn._sequence_plan
 

@@ -1,4 +1,5 @@
-"""GEMM on host numpy arrays: MKL's CBLAS through ctypes where MKL is installed, numpy otherwise.
+"""GEMM on host numpy arrays: MKL's CBLAS through ctypes where MKL is installed, OpenBLAS on
+numba's thread pool (openblas.py) where its package is, numpy otherwise.
 
     gemm(A, B, C, alpha=1.0, beta=0.0)          C = alpha * A @ B + beta * C      (2-D)
     batched_gemm(A, B, C, alpha=1.0, beta=0.0)  the same for each C[x]; A or B may be 2-D (shared)
@@ -7,20 +8,22 @@ A, B and C are numpy arrays of one dtype: float32, float64 or float16 (float16 i
 float32 temporaries and rounded into C). Both functions write into C and return it. As in BLAS,
 C is not read when beta == 0 and A, B are not read when alpha == 0 (NaNs there do not spread).
 
-MKL path: views whose last or first stride is the itemsize (C order, Fortran order, `.T`, column
-or row slices) go to CBLAS as they are, with CblasTrans and the right leading dimension; other
-operands (stepped slices, negative strides, misaligned data) are copied into contiguous temps.
-C is written in place when it is C- or Fortran-ordered (the latter as C.T = B.T @ A.T) and does
-not overlap A or B; otherwise the product goes through a temp that is copied back.
+CBLAS paths (MKL, OpenBLAS): views whose last or first stride is the itemsize (C order, Fortran
+order, `.T`, column or row slices) go to CBLAS as they are, with CblasTrans and the right leading
+dimension; other operands (stepped slices, negative strides, misaligned data) are copied into
+contiguous temps. C is written in place when it is C- or Fortran-ordered (the latter as C.T =
+B.T @ A.T) and does not overlap A or B; otherwise the product goes through a temp copied back.
 
-Which path: NEONLIKE_GEMM ('auto', 'mkl' or 'numpy', read when the path is first resolved) or
-`set_backend(name)`; `backend_name()` says which. 'auto', the default where MKL loads, times both
-paths once per shape class (dtype, power-of-two buckets of M, N, K and the batch, the operands'
-transposition pattern, whether alpha is 1 and beta 0: see `_shape_class`) and runs the faster one
-from then on (ties, and short calls after which OpenBLAS's pool spins on, go to MKL; long calls
-are judged by their medians: see `_time_paths`); `choices()` shows the table, `clear_choices()`
-empties it. Without MKL every call takes numpy. Nothing is loaded at import: MKL's runtime
-(libmkl_rt from the pip `mkl` package) is found and bound on the first call.
+Which path: NEONLIKE_GEMM ('auto', 'mkl', 'openblas' or 'numpy', read when the path is first
+resolved) or `set_backend(name)`; `backend_name()` says which. 'auto', the default where MKL
+loads, times MKL against its rival (OpenBLAS on numba's pool where `scipy-openblas32` is
+installed, else numpy's matmul) once per shape class (dtype, power-of-two buckets of M, N, K and
+the batch, the operands' transposition pattern, whether alpha is 1 and beta 0: see
+`_shape_class`) and runs the faster one from then on (ties go to MKL, and against numpy so do
+short calls after which numpy's OpenBLAS pool spins on; long calls are judged by their medians:
+see `_time_paths`); `choices()` shows the table, `clear_choices()` empties it. Without MKL every
+call takes OpenBLAS, else numpy. Nothing is loaded at import: MKL's runtime (libmkl_rt from the
+pip `mkl` package) and OpenBLAS are found and bound on the first call.
 """
 from __future__ import annotations
 
@@ -38,10 +41,11 @@ import numpy as np
 from ...memo import Memo
 
 __all__ = ["gemm", "batched_gemm", "backend_name", "set_backend", "choices", "clear_choices",
-           "ShapeClass", "set_num_threads", "get_num_threads", "mkl_library_path", "ENV_VAR"]
+           "ShapeClass", "set_num_threads", "get_num_threads", "mkl_library_path",
+           "kernel_gemm_pointers", "ENV_VAR"]
 
 ENV_VAR = "NEONLIKE_GEMM"
-_BACKENDS = ("auto", "mkl", "numpy")
+_BACKENDS = ("auto", "mkl", "openblas", "numpy")
 
 _F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)
@@ -202,6 +206,7 @@ class _State:
     mkl: _MKL | None = None
     mkl_error: str | None = None   # why MKL could not be loaded, when it could not
     tbb = False                    # MKL runs on its TBB threading layer (prefer_tbb_threading)
+    rival = "numpy"                # what 'auto' times MKL against: 'openblas' or 'numpy'
     choices = Memo("cpu.gemm_choices", MAX_CHOICES)  # ShapeClass tuple -> 'mkl' or 'numpy'
 
 
@@ -274,8 +279,12 @@ def _resolve() -> str:
         want = _State.forced or os.environ.get(ENV_VAR, "").strip().lower() or "auto"
         if want not in _BACKENDS:
             raise ValueError(f"{ENV_VAR} must be one of {_BACKENDS}, got {want!r}")
+        from . import openblas
         if want == "numpy":
             name = "numpy"
+        elif want == "openblas":
+            openblas.library()          # (RuntimeError naming the package where missing)
+            name = want
         else:
             try:
                 _load_mkl()
@@ -283,7 +292,9 @@ def _resolve() -> str:
             except RuntimeError:
                 if want == "mkl":
                     raise
-                name = "numpy"
+                name = "openblas" if openblas.available() else "numpy"
+        # what 'auto' times against MKL: OpenBLAS on numba's pool where it is installed
+        _State.rival = "openblas" if name == "auto" and openblas.available() else "numpy"
         global _PTR_OFFSET
         if _PTR_OFFSET is None:
             _PTR_OFFSET = _pointer_offset()
@@ -292,23 +303,24 @@ def _resolve() -> str:
 
 
 def backend_name() -> str:
-    """'mkl', 'numpy' or 'auto' (MKL loaded, the faster path per shape class: `choices()`): the
-    path gemm and batched_gemm take, resolving it if need be."""
+    """'mkl', 'openblas', 'numpy' or 'auto' (MKL loaded, the faster per shape class of MKL and
+    its rival, OpenBLAS where installed, else numpy: `choices()`): the path gemm and
+    batched_gemm take, resolving it if need be."""
     return _State.resolved or _resolve()
 
 
 def set_backend(name: str | None) -> str | None:
-    """Force 'mkl' or 'numpy', or 'auto' (the faster per shape class where MKL loads, else numpy);
-    None goes back to $NEONLIKE_GEMM.
+    """Force 'mkl', 'openblas' or 'numpy', or 'auto' (the faster per shape class where MKL
+    loads, else OpenBLAS where installed, else numpy); None goes back to $NEONLIKE_GEMM.
 
-    Returns the previous forced value (for restoring). 'mkl' raises RuntimeError when MKL
-    cannot be loaded.
+    Returns the previous forced value (for restoring). 'mkl' and 'openblas' raise RuntimeError
+    when their library cannot be loaded.
     """
     if name is not None and name not in _BACKENDS:
         raise ValueError(f"backend must be one of {_BACKENDS} or None, got {name!r}")
     with _State.lock:
         previous, _State.forced, _State.resolved = _State.forced, name, None
-    if name == "mkl":
+    if name in ("mkl", "openblas"):
         try:
             _resolve()
         except RuntimeError:
@@ -336,6 +348,18 @@ def mkl_kernel_pointers() -> tuple | None:
             ctypes.CFUNCTYPE(None, *fn.argtypes)(ctypes.cast(fn, addr).value),
             ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(ctypes.cast(local, addr).value))
     return mkl.pointers
+
+
+def kernel_gemm_pointers() -> tuple | None:
+    """(sgemm, set_threads_local) for Numba kernels that run a single-threaded sgemm in each
+    task (rnn_kernels): OpenBLAS's (openblas.py; its thread call a no-op) where gemm takes
+    OpenBLAS ('openblas', or 'auto' with OpenBLAS the rival), else MKL's
+    (mkl_kernel_pointers); None on the numpy path."""
+    name = backend_name()
+    if name == "openblas" or (name == "auto" and _State.rival == "openblas"):
+        from .openblas import library
+        return library().pointers
+    return mkl_kernel_pointers()
 
 
 def mkl_library_path() -> str | None:
@@ -475,13 +499,14 @@ def _span(lay: tuple[int, int], r: int, c: int, e: int) -> int:
     return ((r - 1) * lay[1] + c) * e if lay[0] == _NO_TRANS else ((c - 1) * lay[1] + r) * e
 
 
-def _mkl_gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray, M: int, N: int, K: int,
-              alpha: float, beta: float) -> None:
-    """C = alpha A @ B + beta C through cblas_?gemm; dtype float32/float64, M, N, K >= 1."""
+def _blas_gemm(lib: Any, A: np.ndarray, B: np.ndarray, C: np.ndarray, M: int, N: int, K: int,
+               alpha: float, beta: float) -> None:
+    """C = alpha A @ B + beta C through lib's cblas_?gemm (lib: the bound MKL, or the OpenBLAS
+    of openblas.py, which takes the same arguments); dtype float32/float64, M, N, K >= 1."""
     e = C.itemsize
     lc = _operand_layout(C, M, N, e)
     if lc is None:
-        return _mkl_gemm_via_temp(A, B, C, M, N, K, alpha, beta)
+        return _blas_gemm_via_temp(lib, A, B, C, M, N, K, alpha, beta)
     la = _operand_layout(A, M, K, e)
     if la is None:
         A = np.ascontiguousarray(A)  # (keeps the copy alive until the call returns)
@@ -501,23 +526,22 @@ def _mkl_gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray, M: int, N: int, K: in
     end_c = pc + _span(lc, M, N, e)
     if ((pa < end_c and pc < pa + _span(la, M, K, e))
             or (pb < end_c and pc < pb + _span(lb, K, N, e))):
-        return _mkl_gemm_via_temp(A, B, C, M, N, K, alpha, beta)
-    mkl = _State.mkl
-    if mkl.lp64 and max(M, N, K, la[1], lb[1], lc[1]) > 2**31 - 1:
-        raise ValueError(f"gemm: dimensions {M}x{N}x{K} exceed this MKL's 32-bit integers")
+        return _blas_gemm_via_temp(lib, A, B, C, M, N, K, alpha, beta)
+    if lib.lp64 and max(M, N, K, la[1], lb[1], lc[1]) > 2**31 - 1:
+        raise ValueError(f"gemm: dimensions {M}x{N}x{K} exceed this BLAS's 32-bit integers")
     if lc[0] == _NO_TRANS:
-        mkl.gemm[e](_ROW_MAJOR, la[0], lb[0], M, N, K, alpha, pa, la[1], pb, lb[1],
+        lib.gemm[e](_ROW_MAJOR, la[0], lb[0], M, N, K, alpha, pa, la[1], pb, lb[1],
                     beta, pc, lc[1])
     else:  # C is column-major: C.T = B.T @ A.T
-        mkl.gemm[e](_ROW_MAJOR, _FLIP[lb[0]], _FLIP[la[0]], N, M, K, alpha, pb, lb[1],
+        lib.gemm[e](_ROW_MAJOR, _FLIP[lb[0]], _FLIP[la[0]], N, M, K, alpha, pb, lb[1],
                     pa, la[1], beta, pc, lc[1])
 
 
-def _mkl_gemm_via_temp(A: np.ndarray, B: np.ndarray, C: np.ndarray, M: int, N: int, K: int,
-                       alpha: float, beta: float) -> None:
+def _blas_gemm_via_temp(lib: Any, A: np.ndarray, B: np.ndarray, C: np.ndarray, M: int, N: int,
+                        K: int, alpha: float, beta: float) -> None:
     """For a C that CBLAS cannot write in place (odd strides, overlapping A or B)."""
     T = np.array(C, order="C") if beta != 0 else np.empty((M, N), C.dtype)
-    _mkl_gemm(A, B, T, M, N, K, alpha, beta)
+    _blas_gemm(lib, A, B, T, M, N, K, alpha, beta)
     C[...] = T
 
 
@@ -538,16 +562,17 @@ def _batch_layout(X: np.ndarray, nb: int, r: int, c: int, e: int) -> tuple[int, 
     return None if lay is None else (lay[0], lay[1], sb // e)
 
 
-def _mkl_batched(A: np.ndarray, B: np.ndarray, C: np.ndarray, nb: int, M: int, N: int, K: int,
-                 alpha: float, beta: float) -> None:
-    """C[x] = alpha A[x] @ B[x] + beta C[x]; dtype float32/float64, nb, M, N, K >= 1."""
+def _blas_batched(lib: Any, A: np.ndarray, B: np.ndarray, C: np.ndarray, nb: int, M: int,
+                  N: int, K: int, alpha: float, beta: float) -> None:
+    """C[x] = alpha A[x] @ B[x] + beta C[x] through lib (as _blas_gemm); dtype float32/float64,
+    nb, M, N, K >= 1."""
     e = C.itemsize
     lc = _batch_layout(C, nb, M, N, e)
     if lc is not None and nb > 1 and lc[2] < lc[1] * (M if lc[0] == _NO_TRANS else N):
         lc = None  # slices of C must not overlap one another (and MKL wants stridec >= ldc*rows)
     if lc is None or _overlaps(C, A, B):
         T = np.array(C, order="C") if beta != 0 else np.empty((nb, M, N), C.dtype)
-        _mkl_batched(A, B, T, nb, M, N, K, alpha, beta)
+        _blas_batched(lib, A, B, T, nb, M, N, K, alpha, beta)
         C[...] = T
         return
     la = _batch_layout(A, nb, M, K, e)
@@ -558,9 +583,8 @@ def _mkl_batched(A: np.ndarray, B: np.ndarray, C: np.ndarray, nb: int, M: int, N
     if lb is None:
         B = np.ascontiguousarray(B)
         lb = (_NO_TRANS, N, K * N if B.ndim == 3 else 0)
-    mkl = _State.mkl
-    if mkl.lp64 and max(nb, M, N, K, la[1], lb[1], lc[1], la[2], lb[2], lc[2]) > 2**31 - 1:
-        raise ValueError(f"batched_gemm: sizes {nb}x{M}x{N}x{K} exceed this MKL's 32-bit "
+    if lib.lp64 and max(nb, M, N, K, la[1], lb[1], lc[1], la[2], lb[2], lc[2]) > 2**31 - 1:
+        raise ValueError(f"batched_gemm: sizes {nb}x{M}x{N}x{K} exceed this BLAS's 32-bit "
                          f"integers")
     pa, pb, pc = _ptr(A), _ptr(B), _ptr(C)
     if lc[0] == _TRANS:  # column-major C slices: C[x].T = B[x].T @ A[x].T
@@ -568,15 +592,15 @@ def _mkl_batched(A: np.ndarray, B: np.ndarray, C: np.ndarray, nb: int, M: int, N
             pb, pa, N, M
     if lb[2] == 0 and la[0] == _NO_TRANS and la[2] == M * la[1] and lc[2] == M * lc[1]:
         # B shared and the A and C slices stacked row after row: one (nb*M) x N x K GEMM
-        mkl.gemm[e](_ROW_MAJOR, la[0], lb[0], nb * M, N, K, alpha, pa, la[1], pb, lb[1],
+        lib.gemm[e](_ROW_MAJOR, la[0], lb[0], nb * M, N, K, alpha, pa, la[1], pb, lb[1],
                     beta, pc, lc[1])
         return
-    batch = mkl.batch.get(e)
+    batch = lib.batch.get(e)
     if batch is not None and nb > 1:  # (MKL wants stridec >= ldc * rows even for one slice)
         batch(_ROW_MAJOR, la[0], lb[0], M, N, K, alpha, pa, la[1], la[2], pb, lb[1], lb[2],
               beta, pc, lc[1], lc[2], nb)
         return
-    fn = mkl.gemm[e]
+    fn = lib.gemm[e]
     for x in range(nb):
         fn(_ROW_MAJOR, la[0], lb[0], M, N, K, alpha, pa + x * la[2] * e, la[1],
            pb + x * lb[2] * e, lb[1], beta, pc + x * lc[2] * e, lc[1])
@@ -752,11 +776,23 @@ def _time_paths(run_mkl: Callable[[], Any], run_numpy: Callable[[], Any]) -> str
     the spin after a long call outlasts the call and stalls the parallel step kernels that
     follow. So a short call goes to numpy only where OpenBLAS ran it on one thread (up to
     ~80^3 here), a long one where numpy's saving is large (1024^3: 9.6 against 13.1 ms). The
-    5% margin sends ties, within this machine's noise, to MKL."""
+    5% margin sends ties, within this machine's noise, to MKL.
+
+    Where the rival is OpenBLAS on numba's pool (_State.rival 'openblas', openblas.py), nothing
+    spins after its calls: it is chosen where it takes under NUMPY_MARGIN of MKL's time, by the
+    same timings (best of short calls, medians of long ones); the second argument then runs it
+    and 'openblas' is the verdict."""
     _settle()
     mkl = _best_of(run_mkl)
     if mkl is None:
         return "mkl"   # too slow a machine to time this size: keep the MKL default
+    if _State.rival == "openblas":
+        if mkl >= SPIN_OK_S:
+            mkl, rival = _medians(run_mkl, run_numpy)
+        else:
+            time.sleep(QUIET_S)
+            rival = _best_of(run_numpy)
+        return "openblas" if rival is not None and rival < NUMPY_MARGIN * mkl else "mkl"
     if mkl >= SPIN_OK_S:
         mkl, numpy = _medians(run_mkl, run_numpy)
         if numpy >= NUMPY_MARGIN * mkl:
@@ -812,7 +848,8 @@ def _dims(A: np.ndarray, C: np.ndarray) -> tuple[int, int, int, int]:
 
 def _auto_path(A: np.ndarray, B: np.ndarray, C: np.ndarray, nb: int, M: int, N: int, K: int,
                alpha: float, beta: float) -> str:
-    """'mkl' or 'numpy' for this call under 'auto' (timing its shape class if it is new).
+    """'mkl', 'openblas' or 'numpy' for this call under 'auto' (timing its shape class against
+    _State.rival if it is new).
 
     Up to SMALL_MACS numpy's matmul is taken untimed: its call costs 2-10 us less than MKL's
     through ctypes (64^3: 6.6 against 9.1 us; 16 slices of 16^3: 2.8 against 8.7), OpenBLAS runs
@@ -837,8 +874,9 @@ def _auto_path(A: np.ndarray, B: np.ndarray, C: np.ndarray, nb: int, M: int, N: 
         T = _scratch(cc, (nb,) if C.ndim == 3 else (), M, N, C.dtype, False)
         rep = None
     if path is None:
+        rival = _runner(_State.rival)
         path = _time_paths(lambda: _mkl_run(A, B, T, alpha, beta),
-                           lambda: _numpy_gemm(A, B, T, alpha, beta))
+                           lambda: rival(A, B, T, alpha, beta))
         if rep is not None:
             _remember(rep, path)
     _remember(key, path)
@@ -846,7 +884,8 @@ def _auto_path(A: np.ndarray, B: np.ndarray, C: np.ndarray, nb: int, M: int, N: 
 
 
 def choices() -> dict[ShapeClass, str]:
-    """The shape classes 'auto' has timed, each with the path it runs ('mkl' or 'numpy')."""
+    """The shape classes 'auto' has timed, each with the path it runs ('mkl', 'openblas' or
+    'numpy')."""
     with _State.lock:
         table = list(_State.choices.items())
     return {ShapeClass(op, np.dtype(char).name, *rest): path for (op, char, *rest), path in table}
@@ -888,31 +927,43 @@ def gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float = 1.0,
 
 def _mkl_run(A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float, beta: float) -> None:
     """The MKL path of gemm (2-D C) or batched_gemm (3-D C); sizes >= 1, float32 or float64."""
+    _blas_run(_State.mkl, A, B, C, alpha, beta)
+
+
+def _openblas_run(A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float,
+                  beta: float) -> None:
+    """The OpenBLAS path (openblas.py: single-threaded calls, one per task of numba's pool)."""
+    from .openblas import library
+    _blas_run(library(), A, B, C, alpha, beta)
+
+
+def _blas_run(lib: Any, A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float,
+              beta: float) -> None:
     nb, M, N, K = _dims(A, C)
     if C.ndim == 2:
-        _mkl_gemm(A, B, C, M, N, K, alpha, beta)
+        _blas_gemm(lib, A, B, C, M, N, K, alpha, beta)
     else:
-        _mkl_batched(A, B, C, nb, M, N, K, alpha, beta)
+        _blas_batched(lib, A, B, C, nb, M, N, K, alpha, beta)
 
 
 def _auto_run(A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float, beta: float) -> None:
     nb, M, N, K = _dims(A, C)
-    if _auto_path(A, B, C, nb, M, N, K, alpha, beta) == "numpy":
-        _numpy_gemm(A, B, C, alpha, beta)
-    elif C.ndim == 2:
-        _mkl_gemm(A, B, C, M, N, K, alpha, beta)
-    else:
-        _mkl_batched(A, B, C, nb, M, N, K, alpha, beta)
+    _runner(_auto_path(A, B, C, nb, M, N, K, alpha, beta))(A, B, C, alpha, beta)
 
 
-_PATHS: dict[str, Callable[..., None]] = {"mkl": _mkl_run, "numpy": _numpy_gemm,
-                                          "auto": _auto_run}
+# each path's function, looked up by name at the call (a test's stand-in takes its place)
+_RUNNERS = {"mkl": "_mkl_run", "openblas": "_openblas_run", "numpy": "_numpy_gemm",
+            "auto": "_auto_run"}
+
+
+def _runner(path: str) -> Callable[..., None]:
+    return globals()[_RUNNERS[path]]
 
 
 def _run(A: np.ndarray, B: np.ndarray, C: np.ndarray, dt: np.dtype, alpha: float,
          beta: float) -> np.ndarray:
     """C = alpha A @ B + beta C on the resolved path; float16 goes through float32 temps."""
-    fn = _PATHS[_State.resolved or _resolve()]
+    fn = _runner(_State.resolved or _resolve())
     if dt == _F16:
         return _float16(A, B, C, alpha, beta, lambda a, b, t: fn(a, b, t, alpha, beta))
     fn(A, B, C, alpha, beta)

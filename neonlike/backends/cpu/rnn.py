@@ -128,8 +128,8 @@ def _sequence_plan(W_recur: Any, S: dict, keys: tuple, transposed: bool) -> tupl
     k = _kernels()
     if k is None or len(S["h"]) == 0:
         return None
-    from .gemm import mkl_kernel_pointers
-    ptrs = mkl_kernel_pointers()
+    from .gemm import kernel_gemm_pointers
+    ptrs = kernel_gemm_pointers()
     W = getattr(W_recur, "_tensor", None)
     if ptrs is None or W is None:
         return None
