@@ -23,7 +23,10 @@ import os
 import threading
 from typing import Any
 
-from numba import njit, prange
+try:   # (without numba the path is unavailable: library() says so, and 'auto' goes on)
+    from numba import njit, prange
+except ImportError:
+    njit = prange = None
 
 _ROW_MAJOR, _NO_TRANS = 101, 111
 TASK_MACS = 1 << 20      # multiply-adds a task at least (~15 us): smaller calls run on one
@@ -33,7 +36,6 @@ _LOCK = threading.Lock()
 _FOUND: list = []        # [the bound _OpenBLAS] or [the RuntimeError message]
 
 
-@njit(parallel=True, cache=True)
 def tiles(fn, ta, tb, M, N, K, alpha, pa, lda, sa, pb, ldb, sb, beta, pc, ldc, sc, nb, e,
           split_m, blocks):
     """nb slices (item strides sa, sb, sc between them) of a row-major C = alpha op(A) op(B) +
@@ -53,6 +55,10 @@ def tiles(fn, ta, tb, M, N, K, alpha, pa, lda, sa, pb, ldb, sb, beta, pc, ldc, s
             c0, c1 = blk * N // blocks, (blk + 1) * N // blocks
             b += (c0 if tb == _NO_TRANS else c0 * ldb) * e
             fn(_ROW_MAJOR, ta, tb, M, c1 - c0, K, alpha, a, lda, b, ldb, beta, c + c0 * e, ldc)
+
+
+if njit is not None:
+    tiles = njit(parallel=True, cache=True)(tiles)
 
 
 def _blocks(nb: int, M: int, N: int, K: int) -> tuple[bool, int]:
@@ -150,6 +156,8 @@ def available() -> bool:
 def _bind() -> _OpenBLAS | str:
     """The library, or why not. OPENBLAS_NUM_THREADS=1 while the package loads it, so that it
     makes no worker threads at all (numpy's own OpenBLAS, loaded before, keeps its count)."""
+    if njit is None:
+        return "the OpenBLAS GEMM path runs on numba's thread pool: numba is not installed"
     saved = os.environ.get("OPENBLAS_NUM_THREADS")
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
     try:
