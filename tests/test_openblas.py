@@ -118,6 +118,5 @@ def test_missing_package_is_a_clear_error(monkeypatch):
         G.set_backend("auto")
         assert G.backend_name() in ("auto", "numpy") and G._State.rival == "numpy"
     finally:
-        G.set_backend(previous)
         monkeypatch.undo()
         G.set_backend(previous)

@@ -207,6 +207,7 @@ class _State:
     mkl_error: str | None = None   # why MKL could not be loaded, when it could not
     tbb = False                    # MKL runs on its TBB threading layer (prefer_tbb_threading)
     rival = "numpy"                # what 'auto' times MKL against: 'openblas' or 'numpy'
+    openblas: Any = None           # openblas.library() once bound (the 'openblas' path, rival)
     choices = Memo("cpu.gemm_choices", MAX_CHOICES)  # ShapeClass tuple -> 'mkl' or 'numpy'
 
 
@@ -283,7 +284,7 @@ def _resolve() -> str:
         if want == "numpy":
             name = "numpy"
         elif want == "openblas":
-            openblas.library()          # (RuntimeError naming the package where missing)
+            _State.openblas = openblas.library()   # (RuntimeError naming the package)
             name = want
         else:
             try:
@@ -295,6 +296,8 @@ def _resolve() -> str:
                 name = "openblas" if openblas.available() else "numpy"
         # what 'auto' times against MKL: OpenBLAS on numba's pool where it is installed
         _State.rival = "openblas" if name == "auto" and openblas.available() else "numpy"
+        if name == "openblas" or _State.rival == "openblas":
+            _State.openblas = openblas.library()
         global _PTR_OFFSET
         if _PTR_OFFSET is None:
             _PTR_OFFSET = _pointer_offset()
@@ -357,8 +360,7 @@ def kernel_gemm_pointers() -> tuple | None:
     (mkl_kernel_pointers); None on the numpy path."""
     name = backend_name()
     if name == "openblas" or (name == "auto" and _State.rival == "openblas"):
-        from .openblas import library
-        return library().pointers
+        return _State.openblas.pointers
     return mkl_kernel_pointers()
 
 
@@ -933,8 +935,7 @@ def _mkl_run(A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float, beta: fl
 def _openblas_run(A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float,
                   beta: float) -> None:
     """The OpenBLAS path (openblas.py: single-threaded calls, one per task of numba's pool)."""
-    from .openblas import library
-    _blas_run(library(), A, B, C, alpha, beta)
+    _blas_run(_State.openblas, A, B, C, alpha, beta)
 
 
 def _blas_run(lib: Any, A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float,

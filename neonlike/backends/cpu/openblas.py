@@ -14,7 +14,7 @@ parallel region that cuts C into row or column blocks (`tiles`). So:
 `library()` binds it on first use (RuntimeError naming the package where it is missing).
 Its `gemm[itemsize]` and `batch[itemsize]` take MKL's row-major CBLAS arguments, so gemm.py's
 layout code drives both libraries; `pointers` are what Numba kernels that call a GEMM per task
-take (rnn_kernels), as `gemm.mkl_kernel_pointers` gives MKL's.
+take (rnn_kernels), as `gemm.mkl_kernel_pointers` gives MKL's; made on first use.
 """
 from __future__ import annotations
 
@@ -91,7 +91,15 @@ class _OpenBLAS:
                 ctypes.cast(fn, ctypes.c_void_p).value)
         self.gemm = {e: self._gemm_of(e) for e in self.cblas}
         self.batch = {e: self._batch_of(e) for e in self.cblas}
-        self.pointers = (self.cblas[4], _keep_threads())
+        self._pointers: tuple | None = None
+
+    @property
+    def pointers(self) -> tuple:
+        """(sgemm, set_threads_local) for Numba kernels, made when first asked (the no-op's
+        numba compile, ~0.5 s, is not paid by a process that never runs such a kernel)."""
+        if self._pointers is None:
+            self._pointers = (self.cblas[4], _keep_threads())
+        return self._pointers
 
     def _gemm_of(self, e: int) -> Any:
         fn = self.cblas[e]
