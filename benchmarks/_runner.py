@@ -29,6 +29,7 @@ from _harness import (DEFAULT_THREADS, REPO, Case, Config, Peers, Suite, Target,
 # Report
 # =====================================================================================================
 PEERS = ("numpy", "numpy out=", "numexpr", "numba", "torch", "MKL direct")
+EXTRA_PEERS = ("OpenBLAS tasks",)    # a column only where some row has the peer (bench_gemm)
 
 
 @dataclass
@@ -92,11 +93,12 @@ def cell(v: Any, neon: Any) -> str:
 
 
 def to_markdown(rows: list[Row]) -> str:
-    head = ["case", "size", "neonlike", "GB/s (% of copy)", *PEERS, "target", "met?"]
+    peers = PEERS + tuple(p for p in EXTRA_PEERS if any(p in r.peers for r in rows))
+    head = ["case", "size", "neonlike", "GB/s (% of copy)", *peers, "target", "met?"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         neon = fmt_time(r.neon) if isinstance(r.neon, float) else (r.neon or "—")
-        vals = [r.label, r.n, neon, r.rate, *(cell(r.peers.get(p), r.neon) for p in PEERS),
+        vals = [r.label, r.n, neon, r.rate, *(cell(r.peers.get(p), r.neon) for p in peers),
                 "; ".join(t.text() for t in r.targets) or "—", r.met]
         lines.append("| " + " | ".join(vals) + " |")
     return "\n".join(lines)

@@ -7,8 +7,10 @@
 Side by side in one process: neonlike (NEONLIKE_GEMM unset: 'auto', the faster of MKL and numpy
 per shape class, timed once), numpy's matmul as written (`A @ B`) and with out= (the BLAS numpy
 is built with: OpenBLAS in the pip wheels), cblas_sgemm called directly through ctypes on the
-libmkl_rt that neonlike binds ('MKL direct'), and torch.mm. The target: within 5% of the
-fastest of numpy out= and MKL direct. The notes give each implementation's spread (fastest and
+libmkl_rt that neonlike binds ('MKL direct'), neonlike's private single-threaded OpenBLAS
+(scipy-openblas32) called directly on numba's pool ('OpenBLAS tasks': openblas.library().gemm,
+where installed), and torch.mm. The target: within 5% of the fastest of numpy out=, MKL direct
+and OpenBLAS tasks. The notes give each implementation's spread (fastest and
 slowest of the rounds), run on its own also of `neonlike.backends.cpu.gemm.gemm(A, B, C)`
 called directly (the same GEMM without the statement around it), and the path 'auto' chose per
 shape class.
@@ -26,7 +28,7 @@ import _runner  # noqa: E402
 from _harness import GEMM_PAUSE_S, Bench, Case, Suite, Target, fmt_time  # noqa: E402
 from _runner import Context  # noqa: E402
 
-BLAS_PEERS = "numpy out=,MKL direct"   # the 'fastest BLAS' of the target
+BLAS_PEERS = "numpy out=,MKL direct,OpenBLAS tasks"   # the 'fastest BLAS' of the target
 WITH_MODULE = False   # also time gemm.gemm called directly (this file run on its own)
 
 
@@ -52,10 +54,29 @@ def gemm(s: Suite, M: int, N: int, K: int) -> Bench:
         impls["torch"] = lambda: th.mm(At, Bt, out=Ct)
     if s.p.mkl:
         impls["MKL direct"] = s.p.mkl.sgemm(A, B, np.empty((M, N), np.float32))
+    tasks = openblas_tasks(A, B, np.empty((M, N), np.float32))
+    if tasks is not None:
+        impls["OpenBLAS tasks"] = tasks
     return Bench(case_name(M, N, K), label(M, N, K) + " (M x N x K)", M * N, impls,
                  lambda: A.astype(np.float64) @ B.astype(np.float64), rtol=1e-3, atol=1e-4,
                  flops=2 * M * N * K, targets=[Target("vs", 1 / 1.05, BLAS_PEERS)],
                  pause_s=GEMM_PAUSE_S, size="—")
+
+
+def openblas_tasks(A: np.ndarray, B: np.ndarray, C: np.ndarray) -> Callable | None:
+    """C = A @ B on neonlike's private OpenBLAS, one single-threaded call per task of numba's
+    pool (backends/cpu/openblas.py), as a no-arg call; None where the package is missing."""
+    from neonlike.backends.cpu import openblas
+    if not openblas.available():
+        return None
+    fn = openblas.library().gemm[4]
+    (M, K), N = A.shape, B.shape[1]
+    pa, pb, pc = A.ctypes.data, B.ctypes.data, C.ctypes.data
+
+    def call() -> np.ndarray:
+        fn(101, 111, 111, M, N, K, 1.0, pa, K, pb, N, 0.0, pc, N)
+        return C
+    return call
 
 
 def case_name(M: int, N: int, K: int) -> str:
