@@ -342,21 +342,32 @@ def kernel_blas(request):
     want = openblas.library().pointers if request.param == "openblas" else \
         cpu_gemm.mkl_kernel_pointers()
     assert cpu_gemm.kernel_gemm_pointers() is want
+    import platform
+    x86 = platform.machine().lower() in ("x86_64", "amd64")
+    assert cpu_gemm.kernel_gemm_call_macs() == \
+        (openblas.SMALL_MACS if request.param == "openblas" and x86 else 0)
     yield request.param
     cpu_gemm.set_backend(previous)
 
 
+@pytest.mark.parametrize("call_macs", [None, 150, 500])
 @pytest.mark.parametrize("steps", [1, 6])
 @pytest.mark.parametrize("cls", [LSTM, BiLSTM])
-def test_float32_lstm_runs_its_steps_as_one_kernel(monkeypatch, cls, steps, kernel_blas):
+def test_float32_lstm_runs_its_steps_as_one_kernel(monkeypatch, cls, steps, kernel_blas,
+                                                    call_macs):
     """float32 LSTM / BiLSTM (the backward half's steps run right to left) take the CPU's fused
     sequence kernels, with a starting state and carried state, on MKL's and OpenBLAS's sgemm;
     values and gradients match the float64 layer (the per-step path, checked against central
-    differences above) to float32 precision, and the kernels are the ones that ran."""
+    differences above) to float32 precision, and the kernels are the ones that ran. call_macs:
+    the bound on a GEMM call's size (the library's own, or small enough that the forward's
+    (150: 3 rows, batch 3 by 16 units) or the backward's (500: 2 rows, batch 3 by 64) calls are
+    cut into several)."""
     from neonlike.backends.cpu import rnn as cpu_rnn
     from neonlike.backends.cpu import gemm as cpu_gemm
     if cpu_rnn._kernels() is None or cpu_gemm.kernel_gemm_pointers() is None:
         pytest.skip("the fused sequence needs numba and MKL or OpenBLAS")
+    if call_macs is not None:
+        monkeypatch.setattr(cpu_gemm, "kernel_gemm_call_macs", lambda: call_macs)
     ran = []
     plan = cpu_rnn._sequence_plan
 

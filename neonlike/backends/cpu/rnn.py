@@ -101,9 +101,9 @@ class CPURNNMixin:
             if _standard(activation, gate_activation) else None
         if plan is None:
             return super().compound_lstm_fprop_steps(W_recur, S, activation, gate_activation)
-        k, ptrs, W, views, (h0, c0), T, N, tasks = plan
+        k, ptrs, W, views, (h0, c0), T, N, tasks, macs = plan
         k.lstm_fprop_seq(*ptrs, W, *views[0], h0, c0, *views[1], *views[2], *views[3],
-                         W.shape[1], N, T, tasks)
+                         W.shape[1], N, T, tasks, _max_rows(macs, N, W.shape[1]))
 
     def compound_lstm_bprop_steps(self, W_recur_T: Any, S: dict, activation: Any,
                                   gate_activation: Any, h0_err: Any, c0_err: Any) -> None:
@@ -113,18 +113,20 @@ class CPURNNMixin:
         if plan is None:
             return super().compound_lstm_bprop_steps(W_recur_T, S, activation, gate_activation,
                                                      h0_err, c0_err)
-        k, ptrs, W, views, (_, c0), T, N, tasks = plan
+        k, ptrs, W, views, (_, c0), T, N, tasks, macs = plan
         dh, cd, ifog, c, ca, ifd = views
-        k.lstm_bprop_seq(*ptrs, W, *dh, *cd, *ifog, c0, *c, *ca, *ifd, W.shape[1], N, T, tasks)
+        k.lstm_bprop_seq(*ptrs, W, *dh, *cd, *ifog, c0, *c, *ca, *ifd, W.shape[1], N, T, tasks,
+                         _max_rows(macs, N, W.shape[0]))
         self._lstm_start_errors(W_recur_T, S, h0_err, c0_err)
 
 
 def _sequence_plan(W_recur: Any, S: dict, keys: tuple, transposed: bool) -> tuple | None:
-    """What lstm_fprop_seq / lstm_bprop_seq take, or None where they cannot run: MKL's kernel
-    pointers; W (4n, n) C-ordered float32 (W_recur itself, or the array under W_recur.T when
-    `transposed`); per key of S, (root, r0, c0, column step) of its step views; the starting
+    """What lstm_fprop_seq / lstm_bprop_seq take, or None where they cannot run: the GEMM
+    path's kernel pointers (gemm.kernel_gemm_pointers); W (4n, n) C-ordered float32 (W_recur
+    itself, or the array under W_recur.T when `transposed`); per key of S, (root, r0, c0, column step) of its step views; the starting
     state h0, c0 as C-ordered float32 (n, N) arrays (h_prev and c_prev must be them, then h's and
-    c's steps); the step count, the batch and the task count. Checked once per S and kept."""
+    c's steps); the step count, the batch, the task count and the GEMM call bound
+    (gemm.kernel_gemm_call_macs). Checked once per S and kept."""
     k = _kernels()
     if k is None or len(S["h"]) == 0:
         return None
@@ -144,7 +146,15 @@ def _sequence_plan(W_recur: Any, S: dict, keys: tuple, transposed: bool) -> tupl
         return None
     views, starts, T, N = found
     import numba
-    return k, ptrs, W, views, starts, T, N, max(1, min(numba.get_num_threads(), W.shape[1]))
+    from .gemm import kernel_gemm_call_macs
+    return k, ptrs, W, views, starts, T, N, max(1, min(numba.get_num_threads(), W.shape[1])), \
+        kernel_gemm_call_macs()
+
+
+def _max_rows(macs: int, N: int, K: int) -> int:
+    """The most rows a sequence kernel's GEMM call takes (N columns, K deep) to stay within
+    `macs` multiply-adds; 0 for no bound (none given, or not even one row fits)."""
+    return macs // (N * K) if macs else 0
 
 
 def _views_plan(S: dict, keys: tuple, n: int) -> tuple | None:

@@ -12,10 +12,13 @@ candidate and cell output Tanh.
 The sequence kernels take a whole layer's steps in one call: step t's view of an operand is at
 column c0 + t * cs of its root (cs = -N for the backward half of a BiLSTM). Each step is one
 parallel region whose tasks own a share of the hidden units: a task runs its units' rows of the
-recurrent GEMM (MKL's cblas_sgemm, called through the pointer `gemm`, single-threaded in the
-task through `local`, MKL_Set_Num_Threads_Local) and then their pointwise work, so the GEMM's
+recurrent GEMM (the GEMM path's cblas_sgemm, MKL's or OpenBLAS's, called through the pointer
+`gemm`, single-threaded in the task through `local`: MKL_Set_Num_Threads_Local, a no-op for
+the single-threaded OpenBLAS) and then their pointwise work, so the GEMM's
 output is used by the core that wrote it and no step pays a Python call, a thread pool wake-up
 or an MKL call of its own (the per-step loop spent ~2x the GEMM's own time around it).
+A task's GEMM is cut into calls of at most `rmax` rows where the library runs small products
+faster (gemm.kernel_gemm_call_macs: OpenBLAS's small-matrix kernels).
 """
 from __future__ import annotations
 
@@ -107,12 +110,23 @@ def lstm_bprop(dh, dr, dc, cd, er, ec, cdn, nr, nc, fn, fr, fc, has_next, ifog, 
                 cp, pr, pc, ca, ar, ac, ifd, gr, gc, n, N, 0, n)
 
 
+@njit(cache=True, inline="always")
+def _call_rows(u, rmax):
+    """Rows a GEMM call of a task's u rows takes: u where rmax is 0 (no bound), else equal
+    shares of at most rmax rows (u = 128, rmax = 30: five calls of 26 rows)."""
+    if rmax <= 0 or u <= rmax:
+        return max(u, 1)
+    count = -(-u // rmax)
+    return -(-u // count)
+
+
 @njit(parallel=True, cache=True, fastmath=_FMA)
 def lstm_fprop_seq(gemm, local, W, ifog, ir, ic, ics, h0, c0, h, hr, hc, hcs, c, cr, cc, ccs,
-                   ca, ar, ac, acs, n, N, T, tasks):
+                   ca, ar, ac, acs, n, N, T, tasks, rmax):
     """T steps of fprop: step t adds W (4n, n) @ h_prev to ifog's step t (which holds the input
     projections), then runs the cell; h_prev, c_prev are h0, c0 (n, N) for step 0, else h's and
-    c's step t - 1. `tasks` tasks a step, each a share of the hidden units."""
+    c's step t - 1. `tasks` tasks a step, each a share of the hidden units; a GEMM call takes at
+    most `rmax` rows (_call_rows)."""
     for t in range(T):
         for task in prange(tasks):
             u0, u1 = task * n // tasks, (task + 1) * n // tasks
@@ -123,18 +137,20 @@ def lstm_fprop_seq(gemm, local, W, ifog, ir, ic, ics, h0, c0, h, hr, hc, hcs, c,
                 hp, hpc, cp, pr, pc = h[hr:], hi - hcs, c, cr, ci - ccs
             if u1 > u0:
                 before = local(1)
+                rows = _call_rows(u1 - u0, rmax)
                 for gate in range(4):
-                    row = gate * n + u0
-                    gemm(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, u1 - u0, N, n, 1.0, W[row:].ctypes.data,
-                         n, hp[:, hpc:].ctypes.data, hp.shape[1], 1.0,
-                         ifog[ir + row:, gi:].ctypes.data, ifog.shape[1])
+                    for r in range(u0, u1, rows):
+                        row = gate * n + r
+                        gemm(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, min(rows, u1 - r), N, n, 1.0,
+                             W[row:].ctypes.data, n, hp[:, hpc:].ctypes.data, hp.shape[1], 1.0,
+                             ifog[ir + row:, gi:].ctypes.data, ifog.shape[1])
                 local(before)
             _fprop_rows(ifog, ir, gi, cp, pr, pc, c, cr, ci, ca, ar, ai, h, hr, hi, n, N, u0, u1)
 
 
 @njit(parallel=True, cache=True, fastmath=_FMA)
 def lstm_bprop_seq(gemm, local, W, dh, dr, dc, dcs, cd, er, ec, ecs, ifog, ir, ic, ics, c0, c, cr,
-                   cc, ccs, ca, ar, ac, acs, ifd, gr, gc, gcs, n, N, T, tasks):
+                   cc, ccs, ca, ar, ac, acs, ifd, gr, gc, gcs, n, N, T, tasks, rmax):
     """T steps of bprop, the last first: for t < T - 1 dh's step t gets W.T @ ifd's step t + 1
     (the error sent back in time), then the cell's bprop writes cd's and ifd's step t (c_prev:
     c0 for step 0). Tasks as in lstm_fprop_seq."""
@@ -146,9 +162,11 @@ def lstm_bprop_seq(gemm, local, W, dh, dr, dc, dcs, cd, er, ec, ecs, ifog, ir, i
             has_next = t < T - 1
             if has_next and u1 > u0:
                 before = local(1)
-                gemm(_ROW_MAJOR, _TRANS, _NO_TRANS, u1 - u0, N, 4 * n, 1.0, W[:, u0:].ctypes.data,
-                     n, ifd[gr:, gi + gcs:].ctypes.data, ifd.shape[1], 1.0,
-                     dh[dr + u0:, di:].ctypes.data, dh.shape[1])
+                rows = _call_rows(u1 - u0, rmax)
+                for r in range(u0, u1, rows):
+                    gemm(_ROW_MAJOR, _TRANS, _NO_TRANS, min(rows, u1 - r), N, 4 * n, 1.0,
+                         W[:, r:].ctypes.data, n, ifd[gr:, gi + gcs:].ctypes.data, ifd.shape[1],
+                         1.0, dh[dr + r:, di:].ctypes.data, dh.shape[1])
                 local(before)
             if t == 0:
                 cp, pr, pc = c0, 0, 0
