@@ -20,6 +20,31 @@ from .rnn import CPURNNMixin
 
 _new = object.__new__
 
+# A tensor's memory starts on a cache line (and AVX-512 vector) boundary. numpy's own
+# allocations start 16 bytes past one here, so a 128-byte row segment (an LSTM step's 32
+# columns of a float32 row) spanned three cache lines and every 64-byte vector load split
+# over two: the LSTM's backward sequence kernel (256 units, batch 32, 50 steps) ran 7.71 ms
+# on such buffers against 6.30 on aligned ones (medians, same process; forward 6.98 / 6.89).
+ALIGN = 64
+
+
+def aligned_empty(shape: tuple, dtype: Any) -> np.ndarray:
+    """An uninitialised C-ordered array whose first byte is on an ALIGN boundary."""
+    dt = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    raw = np.empty(nbytes + ALIGN, np.uint8)
+    start = -raw.ctypes.data % ALIGN
+    return raw[start:start + nbytes].view(dt).reshape(shape)
+
+
+def _aligned(values: np.ndarray) -> np.ndarray:
+    """`values` where it is C-contiguous and aligned already, else an aligned copy."""
+    if values.flags.c_contiguous and values.ctypes.data % ALIGN == 0:
+        return values
+    out = aligned_empty(values.shape, values.dtype)
+    out[...] = values
+    return out
+
 
 class CPUTensor(Tensor):
     """A Tensor over a numpy array (`_tensor`); views are numpy views."""
@@ -100,7 +125,13 @@ class NervanaCPU(CPURNNMixin, CPULRNMixin, CPUExtraOpsMixin, NNOpsMixin, Backend
     tensor_cls = CPUTensor
 
     def _from_host(self, values: np.ndarray, name: str | None, persist_values: bool) -> CPUTensor:
-        return CPUTensor(self, np.ascontiguousarray(values), name, persist_values)
+        return CPUTensor(self, _aligned(values), name, persist_values)
+
+    def _filled(self, shape: Any, value: float, dtype: Any, name: Any,
+                persist_values: bool) -> CPUTensor:
+        values = aligned_empty(S.host_shape(S.as_shape(shape)), self._dtype(dtype))
+        values.fill(value)
+        return CPUTensor(self, values, name, persist_values)
 
     def execute(self, optree: OpTreeNode) -> CPUTensor:
         """Fused Numba kernels where numba is installed, else the reference interpreter."""
