@@ -535,3 +535,26 @@ def test_cpu_views_carry_the_attributes_the_constructor_gives():
         assert type(view.shape) is tuple and view.dtype == np.float32 and view.base is t
         np.testing.assert_array_equal(view.get(), ary)
         assert np.shares_memory(view._tensor, t._tensor)
+
+
+@pytest.mark.parametrize("shape", [(1,), (3, 5), (256, 1600), (0, 4), (2, 3, 7)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32])
+def test_cpu_tensors_start_on_a_cache_line(shape, dtype):
+    """The CPU backend's tensors (empty, zeros, ones, array, *_like, iobuf) start on a 64-byte
+    boundary (device.ALIGN), with their values, dtype and shape as asked (a zero-size one has
+    no memory to align)."""
+    from neonlike.backends.cpu.device import ALIGN
+    be = gen_backend("cpu", batch_size=4)
+    values = np.arange(int(np.prod(shape)), dtype=dtype).reshape(shape) % 7
+    made = {"empty": be.empty(shape, dtype=dtype), "zeros": be.zeros(shape, dtype=dtype),
+            "ones": be.ones(shape, dtype=dtype), "array": be.array(values, dtype=dtype)}
+    made["zeros_like"] = be.zeros_like(made["array"])
+    for name, t in made.items():
+        a = t._tensor
+        assert a.size == 0 or a.ctypes.data % ALIGN == 0, name
+        assert a.flags.c_contiguous and a.dtype == np.dtype(dtype), name
+    want = {"empty": 0, "zeros": 0, "ones": 1, "zeros_like": 0}
+    for name, v in want.items():
+        np.testing.assert_array_equal(made[name].get(), np.full(made[name].shape, v, dtype))
+    np.testing.assert_array_equal(made["array"].get(), values.reshape(made["array"].shape))
+    assert be.iobuf(5)._tensor.ctypes.data % ALIGN == 0
