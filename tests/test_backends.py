@@ -545,7 +545,7 @@ def test_cpu_tensors_start_on_a_cache_line(shape, dtype):
     no memory to align)."""
     from neonlike.backends.cpu.device import ALIGN
     be = gen_backend("cpu", batch_size=4)
-    values = np.arange(int(np.prod(shape)), dtype=dtype).reshape(shape) % 7
+    values = (np.arange(int(np.prod(shape))) % 7).astype(dtype).reshape(shape)
     made = {"empty": be.empty(shape, dtype=dtype), "zeros": be.zeros(shape, dtype=dtype),
             "ones": be.ones(shape, dtype=dtype), "array": be.array(values, dtype=dtype)}
     made["zeros_like"] = be.zeros_like(made["array"])
