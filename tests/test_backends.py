@@ -537,13 +537,14 @@ def test_cpu_views_carry_the_attributes_the_constructor_gives():
         assert np.shares_memory(view._tensor, t._tensor)
 
 
-@pytest.mark.parametrize("shape", [(1,), (3, 5), (256, 1600), (0, 4), (2, 3, 7)])
+@pytest.mark.parametrize("shape", [(1,), (3, 5), (256, 1600), (0, 4), (2, 3, 7), (40, 70),
+                                   (33, 31)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32])
 def test_cpu_tensors_start_on_a_cache_line(shape, dtype):
-    """The CPU backend's tensors (empty, zeros, ones, array, *_like, iobuf) start on a 64-byte
-    boundary (device.ALIGN), with their values, dtype and shape as asked (a zero-size one has
-    no memory to align)."""
-    from neonlike.backends.cpu.device import ALIGN
+    """The CPU backend's tensors (empty, zeros, ones, array, *_like, iobuf) of ALIGN_MIN bytes
+    and more start on a 64-byte boundary (device.ALIGN), with their values, dtype and shape as
+    asked (smaller ones keep numpy's allocation)."""
+    from neonlike.backends.cpu.device import ALIGN, ALIGN_MIN
     be = gen_backend("cpu", batch_size=4)
     values = (np.arange(int(np.prod(shape))) % 7).astype(dtype).reshape(shape)
     made = {"empty": be.empty(shape, dtype=dtype), "zeros": be.zeros(shape, dtype=dtype),
@@ -551,10 +552,30 @@ def test_cpu_tensors_start_on_a_cache_line(shape, dtype):
     made["zeros_like"] = be.zeros_like(made["array"])
     for name, t in made.items():
         a = t._tensor
-        assert a.size == 0 or a.ctypes.data % ALIGN == 0, name
+        assert a.nbytes < ALIGN_MIN or a.ctypes.data % ALIGN == 0, name
         assert a.flags.c_contiguous and a.dtype == np.dtype(dtype), name
     want = {"empty": 0, "zeros": 0, "ones": 1, "zeros_like": 0}
     for name, v in want.items():
         np.testing.assert_array_equal(made[name].get(), np.full(made[name].shape, v, dtype))
     np.testing.assert_array_equal(made["array"].get(), values.reshape(made["array"].shape))
-    assert be.iobuf(5)._tensor.ctypes.data % ALIGN == 0
+    assert be.iobuf(1024)._tensor.ctypes.data % ALIGN == 0     # (1024, batch 4) float32
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64, np.int32])
+def test_cpu_array_converts_as_a_store_into_its_aligned_memory(dtype):
+    """be.array of a large float64 array (edge values included) equals cast_for_store's
+    conversion bit for bit, whichever way the CPU backend makes it (straight into the aligned
+    array for float dtypes), and warns of nothing."""
+    import warnings
+    from neonlike.backends.cpu.device import ALIGN, ALIGN_MIN
+    from neonlike.dtypes import cast_for_store
+    be = gen_backend("cpu", batch_size=4)
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(64, 300)) * 10.0 ** rng.integers(-40, 300, size=(64, 300))
+    x.flat[:6] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-320]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        t = be.array(x, dtype=dtype)
+    want = cast_for_store(x, np.dtype(dtype))
+    assert t._tensor.nbytes < ALIGN_MIN or t._tensor.ctypes.data % ALIGN == 0
+    np.testing.assert_array_equal(t.get().view(np.uint8), want.view(np.uint8))

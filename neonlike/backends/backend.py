@@ -112,8 +112,14 @@ class Backend(HostOpsMixin, RNNOpsMixin):
         host = np.asarray(ary)
         if host.dtype.kind not in "biuf":
             raise TypeError(f"array: expected real numeric data, got dtype {host.dtype}")
-        values = cast_for_store(host.reshape(S.host_shape(host.shape)), self._dtype(dtype))
-        return self._from_host(values, name, persist_values)
+        return self._from_host_cast(host.reshape(S.host_shape(host.shape)), self._dtype(dtype),
+                                    name, persist_values)
+
+    def _from_host_cast(self, host: np.ndarray, dt: np.dtype, name: str | None,
+                        persist_values: bool) -> Tensor:
+        """A new tensor of dtype `dt` holding `host` converted as a store converts (a device may
+        convert straight into its own memory)."""
+        return self._from_host(cast_for_store(host, dt), name, persist_values)
 
     def _like(self, other: Any, dtype: Any) -> tuple:
         if dtype is None and isinstance(other, Tensor):
