@@ -188,13 +188,20 @@ class MKLDirect:
 
     def sgemm(self, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> Callable[[], np.ndarray]:
         """C = A @ B for C-contiguous float32 arrays, as a no-arg call (pointers bound once)."""
-        (M, K), N = A.shape, B.shape[1]
-        fn, pa, pb, pc = self.fn, A.ctypes.data, B.ctypes.data, C.ctypes.data
+        return sgemm_call(self.fn, A, B, C)
 
-        def call() -> np.ndarray:
-            fn(101, 111, 111, M, N, K, 1.0, pa, K, pb, N, 0.0, pc, N)
-            return C
-        return call
+
+def sgemm_call(fn: Callable, A: np.ndarray, B: np.ndarray,
+               C: np.ndarray) -> Callable[[], np.ndarray]:
+    """C = A @ B through `fn`, a row-major cblas_sgemm, for C-contiguous float32 arrays, as a
+    no-arg call (pointers bound once)."""
+    (M, K), N = A.shape, B.shape[1]
+    pa, pb, pc = A.ctypes.data, B.ctypes.data, C.ctypes.data
+
+    def call() -> np.ndarray:
+        fn(101, 111, 111, M, N, K, 1.0, pa, K, pb, N, 0.0, pc, N)
+        return C
+    return call
 
 
 # =====================================================================================================

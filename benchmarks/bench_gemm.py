@@ -25,7 +25,8 @@ import _harness  # noqa: F401  first: pins the thread pools before numpy loads
 import numpy as np  # noqa: E402
 
 import _runner  # noqa: E402
-from _harness import GEMM_PAUSE_S, Bench, Case, Suite, Target, fmt_time  # noqa: E402
+from _harness import (GEMM_PAUSE_S, Bench, Case, Suite, Target, fmt_time,  # noqa: E402
+                      sgemm_call)
 from _runner import Context  # noqa: E402
 
 BLAS_PEERS = "numpy out=,MKL direct,OpenBLAS tasks"   # the 'fastest BLAS' of the target
@@ -69,14 +70,7 @@ def openblas_tasks(A: np.ndarray, B: np.ndarray, C: np.ndarray) -> Callable | No
     from neonlike.backends.cpu import openblas
     if not openblas.available():
         return None
-    fn = openblas.library().gemm[4]
-    (M, K), N = A.shape, B.shape[1]
-    pa, pb, pc = A.ctypes.data, B.ctypes.data, C.ctypes.data
-
-    def call() -> np.ndarray:
-        fn(101, 111, 111, M, N, K, 1.0, pa, K, pb, N, 0.0, pc, N)
-        return C
-    return call
+    return sgemm_call(openblas.library().gemm[4], A, B, C)
 
 
 def case_name(M: int, N: int, K: int) -> str:

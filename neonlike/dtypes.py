@@ -33,14 +33,19 @@ def compute_dtype(dtypes: Iterable[np.dtype]) -> np.dtype:
     return np.dtype(np.float64) if any(d in WIDE for d in dtypes) else np.dtype(np.float32)
 
 
-def cast_for_store(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Values converted as a store into `dtype` converts them (rounding, saturation)."""
+def cast_for_store(values: np.ndarray, dtype: np.dtype,
+                   out: np.ndarray | None = None) -> np.ndarray:
+    """Values converted as a store into `dtype` converts them (rounding, saturation): a new
+    array, or `out` (of `dtype` and values' shape) written and returned."""
     values = np.asarray(values)
-    if dtype.kind == "f":
-        with np.errstate(over="ignore"):
+    if dtype.kind != "f":
+        info = np.iinfo(dtype)
+        if values.dtype.kind not in "iub":
+            values = np.rint(np.nan_to_num(values.astype(np.float64), nan=0.0, posinf=info.max,
+                                           neginf=info.min))
+        values = np.clip(values, info.min, info.max)
+    with np.errstate(over="ignore"):
+        if out is None:
             return values.astype(dtype)   # a copy: callers (be.array) own the result
-    info = np.iinfo(dtype)
-    if values.dtype.kind in "iub":
-        return np.clip(values, info.min, info.max).astype(dtype)
-    v = np.nan_to_num(values.astype(np.float64), nan=0.0, posinf=info.max, neginf=info.min)
-    return np.clip(np.rint(v), info.min, info.max).astype(dtype)
+        np.copyto(out, values, casting="unsafe")
+        return out

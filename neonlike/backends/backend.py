@@ -59,7 +59,8 @@ class Backend(HostOpsMixin, RNNOpsMixin):
 
     # ---------------------------------------------------------------- device hooks
     def _from_host(self, values: np.ndarray, name: str | None, persist_values: bool) -> Tensor:
-        """A new tensor holding `values` (already of the tensor's shape and dtype)."""
+        """A new tensor holding `values` (an array from `_host_empty`, of the tensor's shape and
+        dtype)."""
         raise NotImplementedError(f"{type(self).__name__} must implement _from_host")
 
     def execute(self, optree: OpTreeNode) -> Tensor:
@@ -86,9 +87,14 @@ class Backend(HostOpsMixin, RNNOpsMixin):
     def _dtype(self, dtype: Any) -> np.dtype:
         return self.default_dtype if dtype is None else as_dtype(dtype, self.supported_dtypes)
 
+    def _host_empty(self, shape: tuple, dt: np.dtype) -> np.ndarray:
+        """The host array a new tensor's values are made in before `_from_host` (a device may
+        lay it out as its memory wants, as the CPU aligns it)."""
+        return np.empty(shape, dt)
+
     def _filled(self, shape: Any, value: float, dtype: Any, name: Any, persist_values: bool) -> Tensor:
-        dt = self._dtype(dtype)
-        values = np.full(S.host_shape(S.as_shape(shape)), value, dtype=dt)
+        values = self._host_empty(S.host_shape(S.as_shape(shape)), self._dtype(dtype))
+        values.fill(value)
         return self._from_host(values, name, persist_values)
 
     def empty(self, shape: Any, dtype: Any = None, name: str | None = None,
@@ -112,14 +118,9 @@ class Backend(HostOpsMixin, RNNOpsMixin):
         host = np.asarray(ary)
         if host.dtype.kind not in "biuf":
             raise TypeError(f"array: expected real numeric data, got dtype {host.dtype}")
-        return self._from_host_cast(host.reshape(S.host_shape(host.shape)), self._dtype(dtype),
-                                    name, persist_values)
-
-    def _from_host_cast(self, host: np.ndarray, dt: np.dtype, name: str | None,
-                        persist_values: bool) -> Tensor:
-        """A new tensor of dtype `dt` holding `host` converted as a store converts (a device may
-        convert straight into its own memory)."""
-        return self._from_host(cast_for_store(host, dt), name, persist_values)
+        host, dt = host.reshape(S.host_shape(host.shape)), self._dtype(dtype)
+        values = cast_for_store(host, dt, out=self._host_empty(host.shape, dt))
+        return self._from_host(values, name, persist_values)
 
     def _like(self, other: Any, dtype: Any) -> tuple:
         if dtype is None and isinstance(other, Tensor):

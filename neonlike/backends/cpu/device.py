@@ -44,17 +44,6 @@ def aligned_empty(shape: tuple, dtype: Any) -> np.ndarray:
     return raw[start:start + nbytes].view(dt).reshape(shape)
 
 
-def _aligned(values: np.ndarray) -> np.ndarray:
-    """`values` where it is C-contiguous and aligned already (or small), else a copy that is."""
-    if values.nbytes < ALIGN_MIN:
-        return np.ascontiguousarray(values)
-    if values.flags.c_contiguous and values.__array_interface__["data"][0] % ALIGN == 0:
-        return values
-    out = aligned_empty(values.shape, values.dtype)
-    out[...] = values
-    return out
-
-
 class CPUTensor(Tensor):
     """A Tensor over a numpy array (`_tensor`); views are numpy views."""
 
@@ -134,23 +123,10 @@ class NervanaCPU(CPURNNMixin, CPULRNMixin, CPUExtraOpsMixin, NNOpsMixin, Backend
     tensor_cls = CPUTensor
 
     def _from_host(self, values: np.ndarray, name: str | None, persist_values: bool) -> CPUTensor:
-        return CPUTensor(self, _aligned(values), name, persist_values)
+        return CPUTensor(self, values, name, persist_values)   # made by _host_empty
 
-    def _from_host_cast(self, host: np.ndarray, dt: np.dtype, name: str | None,
-                        persist_values: bool) -> CPUTensor:
-        """be.array's conversion made straight into the aligned array (one copy, not two)."""
-        if dt.kind != "f" or host.size * dt.itemsize < ALIGN_MIN:
-            return super()._from_host_cast(host, dt, name, persist_values)
-        values = aligned_empty(host.shape, dt)
-        with np.errstate(over="ignore"):      # as cast_for_store's astype
-            np.copyto(values, host, casting="unsafe")
-        return CPUTensor(self, values, name, persist_values)
-
-    def _filled(self, shape: Any, value: float, dtype: Any, name: Any,
-                persist_values: bool) -> CPUTensor:
-        values = aligned_empty(S.host_shape(S.as_shape(shape)), self._dtype(dtype))
-        values.fill(value)
-        return CPUTensor(self, values, name, persist_values)
+    def _host_empty(self, shape: tuple, dt: np.dtype) -> np.ndarray:
+        return aligned_empty(shape, dt)
 
     def execute(self, optree: OpTreeNode) -> CPUTensor:
         """Fused Numba kernels where numba is installed, else the reference interpreter."""

@@ -364,10 +364,16 @@ def kernel_gemm_pointers() -> tuple | None:
     task (rnn_kernels): OpenBLAS's (openblas.py; its thread call a no-op) where gemm takes
     OpenBLAS ('openblas', or 'auto' with OpenBLAS the rival), else MKL's
     (mkl_kernel_pointers); None on the numpy path."""
-    name = backend_name()
-    if name == "openblas" or (name == "auto" and _State.rival == "openblas"):
+    if _kernels_take_openblas():
         return _State.openblas.pointers
     return mkl_kernel_pointers()
+
+
+def _kernels_take_openblas() -> bool:
+    """Whether the kernels' sgemm is OpenBLAS's: the 'openblas' path, or 'auto' with OpenBLAS
+    the rival."""
+    name = backend_name()
+    return name == "openblas" or (name == "auto" and _State.rival == "openblas")
 
 
 def kernel_gemm_call_macs() -> int:
@@ -376,9 +382,7 @@ def kernel_gemm_call_macs() -> int:
     OpenBLAS's. Measured in rnn_kernels' setting (two tasks a step, each its own calls; 256
     units, batch 32, 50 steps): the forward steps' GEMMs 5.1 ms in 128-row calls, 4.1-4.3 in
     64- or 32-row ones; the backward steps' 5.3 ms in 128-row calls, 4.3 in 16-row ones."""
-    name = backend_name()
-    if (name == "openblas" or (name == "auto" and _State.rival == "openblas")) and \
-            platform.machine().lower() in ("x86_64", "amd64"):
+    if _kernels_take_openblas() and platform.machine().lower() in ("x86_64", "amd64"):
         from .openblas import SMALL_MACS
         return SMALL_MACS
     return 0
@@ -803,10 +807,10 @@ def _time_paths(run_mkl: Callable[[], Any], run_numpy: Callable[[], Any]) -> str
     Where the rival is OpenBLAS on numba's pool (_State.rival 'openblas', openblas.py), nothing
     spins after its calls, and the tie goes the other way: MKL keeps a class only where it
     takes under MKL_MARGIN of OpenBLAS's time, by medians (of two rounds for short calls); the
-    second argument then runs OpenBLAS and 'openblas' is the verdict. (bench_gemm's shapes, 2026-11-28: OpenBLAS's AVX-512 kernels at or ahead of MKL's
-    AVX2 on each, 256^3 to 2048^3 and 100x128x784; with the old rule, ties to MKL and the
-    kernel load in OpenBLAS's warm-up call, 'auto' kept 5 of 7 classes on MKL, 3 of 7 rows
-    within 5% of the fastest BLAS.)"""
+    second argument then runs OpenBLAS and 'openblas' is the verdict. (bench_gemm's shapes,
+    2026-11-28: OpenBLAS's AVX-512 kernels at or ahead of MKL's AVX2 on each, 256^3 to 2048^3
+    and 100x128x784; with the old rule, ties to MKL and the kernel load in OpenBLAS's warm-up
+    call, 'auto' kept 5 of 7 classes on MKL, 3 of 7 rows within 5% of the fastest BLAS.)"""
     _settle()
     mkl = _best_of(run_mkl)
     if mkl is None:
@@ -825,7 +829,7 @@ def _time_paths(run_mkl: Callable[[], Any], run_numpy: Callable[[], Any]) -> str
             mkl, rival = _median(run_mkl), _median(run_numpy)
             time.sleep(QUIET_S)
             mkl, rival = min(mkl, _median(run_mkl)), min(rival, _median(run_numpy))
-        return "mkl" if rival is None or mkl < MKL_MARGIN * rival else "openblas"
+        return "mkl" if mkl < MKL_MARGIN * rival else "openblas"
     if mkl >= SPIN_OK_S:
         mkl, numpy = _medians(run_mkl, run_numpy)
         if numpy >= NUMPY_MARGIN * mkl:

@@ -123,10 +123,11 @@ class CPURNNMixin:
 def _sequence_plan(W_recur: Any, S: dict, keys: tuple, transposed: bool) -> tuple | None:
     """What lstm_fprop_seq / lstm_bprop_seq take, or None where they cannot run: the GEMM
     path's kernel pointers (gemm.kernel_gemm_pointers); W (4n, n) C-ordered float32 (W_recur
-    itself, or the array under W_recur.T when `transposed`); per key of S, (root, r0, c0, column step) of its step views; the starting
-    state h0, c0 as C-ordered float32 (n, N) arrays (h_prev and c_prev must be them, then h's and
-    c's steps); the step count, the batch, the task count and the GEMM call bound
-    (gemm.kernel_gemm_call_macs). Checked once per S and kept."""
+    itself, or the array under W_recur.T when `transposed`); per key of S, (root, r0, c0,
+    column step) of its step views; the starting state h0, c0 as C-ordered float32 (n, N)
+    arrays (h_prev and c_prev must be them, then h's and c's steps); the step count, the
+    batch, the task count and the GEMM call bound (gemm.kernel_gemm_call_macs). Checked once
+    per S and kept."""
     k = _kernels()
     if k is None or len(S["h"]) == 0:
         return None
