@@ -175,3 +175,153 @@ def lstm_bprop_seq(gemm, local, W, dh, dr, dc, dcs, cd, er, ec, ecs, ifog, ir, i
             # (the next step's views are read only where has_next)
             _bprop_rows(dh, dr, di, cd, er, ei, cd, er, ei + ecs, ifog, ir + n, ii + ics,
                         has_next, ifog, ir, ii, cp, pr, pc, ca, ar, ai, ifd, gr, gi, n, N, u0, u1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Step-major buffers: each step's (features, batch) view is one (batch, features) block of a
+# C-ordered (steps * batch, features) root, so a step's work touches few pages and streams
+# (the layer allocates so where the backend asks: be.rnn_step_major). A row is one sample.
+# ---------------------------------------------------------------------------------------------
+
+@njit(cache=True, fastmath=_FMA, inline="always")
+def _fprop_cols(G, gr, gc, P, pr, pc, C, cr, cc, A, ar, ac, hT, hr, n, N, u0, u1):
+    """Units u0 .. u1 of one step, rows gr .. gr + N of G (the gates i, f, o, g in column
+    blocks of n from gc: pre-activations in, activations out); c = f*c_prev + i*g,
+    c_act = tanh(c), hT's rows hr .. hr + N = o*c_act."""
+    for b in range(N):
+        i = G[gr + b, gc + u0:gc + u1]
+        f = G[gr + b, gc + n + u0:gc + n + u1]
+        o = G[gr + b, gc + 2 * n + u0:gc + 2 * n + u1]
+        g = G[gr + b, gc + 3 * n + u0:gc + 3 * n + u1]
+        prev = P[pr + b, pc + u0:pc + u1]
+        cell = C[cr + b, cc + u0:cc + u1]
+        act = A[ar + b, ac + u0:ac + u1]
+        out = hT[hr + b, u0:u1]
+        for j in range(u1 - u0):
+            i[j] = sig32(i[j])
+        for j in range(u1 - u0):
+            f[j] = sig32(f[j])
+        for j in range(u1 - u0):
+            o[j] = sig32(o[j])
+        for j in range(u1 - u0):
+            g[j] = tanh32(g[j])
+        for j in range(u1 - u0):
+            cell[j] = f[j] * prev[j] + i[j] * g[j]
+        for j in range(u1 - u0):
+            act[j] = tanh32(cell[j])
+        for j in range(u1 - u0):
+            out[j] = o[j] * act[j]
+
+
+@njit(parallel=True, cache=True, fastmath=_FMA)
+def lstm_fprop_seq_sm(gemm, local, WT, G, gr, gc, hT, c0T, C, cr, cc, A, ar, ac, H, hr, hc, hcs,
+                      n, N, T, tasks, cmax):
+    """T steps of fprop over step-major G (gates), C (cells) and A (c_act): step t's block is
+    rows t*N .. (t+1)*N past gr, cr, ar. hT ((T + 1) * N, n) holds h0 transposed in its first
+    block and gets step t's h in block t + 1, the recurrent GEMM's operand; h is also written to
+    H in neon's layout (rows hr.., column hc + t*hcs). c0T: c0 transposed. Each task owns a
+    share of the units: its four gates' columns of the GEMM G_t += hT_t @ W.T (calls of at
+    most `cmax` columns) and their pointwise work. WT: W (4n, n) transposed, C-ordered (n, 4n):
+    the product's operand in the form OpenBLAS's small-matrix kernels run fastest (91 against
+    121 us for W itself, a task's four gates' calls on one thread)."""
+    for t in range(T):
+        for task in prange(tasks):
+            u0, u1 = task * n // tasks, (task + 1) * n // tasks
+            g0 = gr + t * N
+            if u1 > u0:
+                before = local(1)
+                cols = _call_rows(u1 - u0, cmax)
+                for gate in range(4):
+                    for u in range(u0, u1, cols):
+                        gemm(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, N, min(cols, u1 - u), n, 1.0,
+                             hT[t * N:].ctypes.data, n, WT[:, gate * n + u:].ctypes.data, 4 * n,
+                             1.0, G[g0:, gc + gate * n + u:].ctypes.data, G.shape[1])
+                local(before)
+            if t == 0:
+                P, pr, pc = c0T, 0, 0
+            else:
+                P, pr, pc = C, cr + (t - 1) * N, cc
+            _fprop_cols(G, g0, gc, P, pr, pc, C, cr + t * N, cc, A, ar + t * N, ac,
+                        hT, (t + 1) * N, n, N, u0, u1)
+            col = hc + t * hcs
+            for u in range(u0, u1):
+                row = H[hr + u, col:col + N]
+                for b in range(N):
+                    row[b] = hT[(t + 1) * N + b, u]
+
+
+@njit(cache=True, fastmath=_FMA, inline="always")
+def _bprop_cols(DH, dr, dc, CD, er, ec, has_next, G, gr, gc, P, pr, pc, A, ar, ac, D, fr, fc,
+                n, N, u0, u1):
+    """Units u0 .. u1 of one step of bprop over step-major blocks (rows dr.., er.., gr.., ...):
+    cd = (1 - c_act**2) * o * dh (+ cd_next * f_next: the next step's blocks, N rows on);
+    D: the gates' pre-activation errors."""
+    for b in range(N):
+        i = G[gr + b, gc + u0:gc + u1]
+        f = G[gr + b, gc + n + u0:gc + n + u1]
+        o = G[gr + b, gc + 2 * n + u0:gc + 2 * n + u1]
+        g = G[gr + b, gc + 3 * n + u0:gc + 3 * n + u1]
+        act = A[ar + b, ac + u0:ac + u1]
+        d = DH[dr + b, dc + u0:dc + u1]
+        cdel = CD[er + b, ec + u0:ec + u1]
+        for j in range(u1 - u0):
+            cdel[j] = (1 - act[j] * act[j]) * o[j] * d[j]
+        if has_next:
+            cnext = CD[er + N + b, ec + u0:ec + u1]
+            fnext = G[gr + N + b, gc + n + u0:gc + n + u1]
+            for j in range(u1 - u0):
+                cdel[j] += cnext[j] * fnext[j]
+        di = D[fr + b, fc + u0:fc + u1]
+        df = D[fr + b, fc + n + u0:fc + n + u1]
+        do = D[fr + b, fc + 2 * n + u0:fc + 2 * n + u1]
+        dg = D[fr + b, fc + 3 * n + u0:fc + 3 * n + u1]
+        prev = P[pr + b, pc + u0:pc + u1]
+        for j in range(u1 - u0):
+            di[j] = i[j] * (1 - i[j]) * cdel[j] * g[j]
+        for j in range(u1 - u0):
+            df[j] = f[j] * (1 - f[j]) * cdel[j] * prev[j]
+        for j in range(u1 - u0):
+            do[j] = o[j] * (1 - o[j]) * d[j] * act[j]
+        for j in range(u1 - u0):
+            dg[j] = (1 - g[j] * g[j]) * cdel[j] * i[j]
+
+
+@njit(parallel=True, cache=True, fastmath=_FMA)
+def lstm_bprop_seq_sm(gemm, local, WT, DH, dr, dc, CD, er, ec, G, gr, gc, c0T, C, cr, cc, A, ar,
+                      ac, D, fr, fc, n, N, T, tasks, cmax):
+    """T steps of bprop over step-major blocks, the last first: for t < T - 1 dh's step t gets
+    D_{t+1} @ W (the error sent back in time; a task's units' columns, calls of at most `cmax`
+    columns, W given as WT: (n, 4n) C-ordered, its rows taken transposed), then the cell's bprop writes cd's and D's step t (c_prev: c0T for step 0)."""
+    for t in range(T - 1, -1, -1):
+        for task in prange(tasks):
+            u0, u1 = task * n // tasks, (task + 1) * n // tasks
+            has_next = t < T - 1
+            if has_next and u1 > u0:
+                before = local(1)
+                cols = _call_rows(u1 - u0, cmax)
+                for u in range(u0, u1, cols):
+                    gemm(_ROW_MAJOR, _NO_TRANS, _TRANS, N, min(cols, u1 - u), 4 * n, 1.0,
+                         D[fr + (t + 1) * N:, fc:].ctypes.data, D.shape[1], WT[u:].ctypes.data,
+                         4 * n, 1.0, DH[dr + t * N:, dc + u:].ctypes.data, DH.shape[1])
+                local(before)
+            if t == 0:
+                P, pr, pc = c0T, 0, 0
+            else:
+                P, pr, pc = C, cr + (t - 1) * N, cc
+            _bprop_cols(DH, dr + t * N, dc, CD, er + t * N, ec, has_next, G, gr + t * N, gc,
+                        P, pr, pc, A, ar + t * N, ac, D, fr + t * N, fc, n, N, u0, u1)
+
+
+@njit(parallel=True, cache=True)
+def transpose_into(src, dst):
+    """dst[:] = src.T in 32 x 32 tiles (numpy's strided copy of a (1024, 256) float32 array takes
+    ~0.35 ms, the tiles ~0.05)."""
+    R, C = src.shape
+    for i0 in prange((R + 31) // 32):
+        r0 = i0 * 32
+        r1 = min(r0 + 32, R)
+        for c0 in range(0, C, 32):
+            c1 = min(c0 + 32, C)
+            for c in range(c0, c1):
+                for r in range(r0, r1):
+                    dst[c, r] = src[r, c]
