@@ -824,27 +824,86 @@ def test_auto_verdict(monkeypatch, mkl_best, numpy_best, spinning, want):
     assert G._time_paths(runs["mkl"], runs["numpy"]) == want
 
 
-@pytest.mark.parametrize("mkl_time,rival_time,want", [
-    (1e-3, 0.90e-3, "openblas"),       # 10% faster
-    (1e-3, 1.03e-3, "openblas"),       # within the margin: a tie goes to OpenBLAS
-    (0.92e-3, 1e-3, "openblas"),       # MKL 8% faster: still within MKL_MARGIN (10%)
-    (0.85e-3, 1e-3, "mkl"),            # MKL 15% faster
-    (20e-3, 14e-3, "openblas"),        # long calls: the medians, same margin,
-    (20e-3, 20.5e-3, "openblas"),
-    (17e-3, 20e-3, "mkl"),
-    (None, 0.1e-3, "mkl"),             # MKL's warm-up call over SLOW_RUN_S
-    (1e-3, None, "mkl")])
-def test_auto_verdict_against_openblas_ignores_spinning(monkeypatch, mkl_time, rival_time,
-                                                        want):
-    """OpenBLAS on numba's pool leaves no thread spinning: the verdict is MKL_MARGIN alone
-    (MKL must be 10% faster to keep the class), whatever _spinning says."""
+@pytest.mark.parametrize("mkl_time,rival_time,mkl_spins,want", [
+    (1e-3, 0.90e-3, False, "openblas"),       # 10% faster
+    (1e-3, 1.03e-3, False, "openblas"),       # within the margin: a tie goes to OpenBLAS
+    (0.92e-3, 1e-3, False, "openblas"),       # MKL 8% faster: still within MKL_MARGIN (10%)
+    (0.85e-3, 1e-3, False, "mkl"),            # MKL 15% faster
+    (20e-3, 14e-3, False, "openblas"),        # long calls: the medians, same margin,
+    (20e-3, 20.5e-3, False, "openblas"),
+    (17e-3, 20e-3, False, "mkl"),
+    (0.85e-3, 1e-3, True, "openblas"),        # MKL leaves its threads spinning (Intel OpenMP):
+    (0.70e-3, 1e-3, True, "mkl"),             # it must save SPIN_MARGIN (25%)
+    (17e-3, 20e-3, True, "openblas"),
+    (None, 0.1e-3, False, "mkl"),             # MKL's warm-up call over SLOW_RUN_S
+    (1e-3, None, False, "mkl")])
+def test_auto_verdict_against_openblas(monkeypatch, mkl_time, rival_time, mkl_spins, want):
+    """OpenBLAS on numba's pool leaves no thread spinning: MKL keeps a class by MKL_MARGIN (10%
+    faster), or by SPIN_MARGIN where MKL's own calls leave a thread spinning (the probe right
+    after them); OpenBLAS is timed once the spin has stopped (_settle)."""
     monkeypatch.setattr(G._State, "rival", "openblas")
-    runs = {"mkl": lambda: "mkl", "openblas": lambda: "openblas"}
+    log = []
+
+    def run(name):
+        def call():
+            log.append(name)
+            return name
+        return call
     monkeypatch.setattr(G, "_best_of", lambda run: mkl_time if run() == "mkl" else rival_time)
     monkeypatch.setattr(G, "_median", lambda run: mkl_time if run() == "mkl" else rival_time)
     monkeypatch.setattr(G, "SPIN_OK_S", 5e-3)
-    monkeypatch.setattr(G, "_spinning", lambda: True)   # (numpy as the rival would lose)
-    assert G._time_paths(runs["mkl"], runs["openblas"]) == want
+    monkeypatch.setattr(G, "SPIN_MARGIN", 0.75)
+    monkeypatch.setattr(G, "_spinning", lambda: log.append("probe") or mkl_spins)
+    monkeypatch.setattr(G, "_settle", lambda: log.append("settle"))
+    assert G._time_paths(run("mkl"), run("openblas")) == want
+    # every OpenBLAS timing follows a settle, never straight after MKL's calls
+    calls = [e for e in log if e != "probe"]
+    for k, e in enumerate(calls):
+        if e == "openblas" and k and calls[k - 1] == "mkl":
+            raise AssertionError(f"OpenBLAS timed right after MKL's calls: {calls}")
+
+
+@pytest.mark.parametrize("rival,verdicts,want", [
+    ("openblas", ["mkl", "openblas"], "openblas"),   # MKL's first win not confirmed
+    ("openblas", ["mkl", "mkl"], "mkl"),             # confirmed: timed twice, no more
+    ("openblas", ["openblas"], "openblas"),          # OpenBLAS's verdict stands at once
+    ("numpy", ["mkl"], "mkl")])                      # against numpy: one timing, as before
+def test_auto_mkl_keeps_a_class_from_openblas_only_by_winning_twice(auto, rng, monkeypatch,
+                                                                      rival, verdicts, want):
+    """A class MKL won against OpenBLAS runs MKL for CONFIRM_AFTER calls, is then timed again,
+    and the second verdict stands; results are right on either path throughout."""
+    monkeypatch.setattr(G._State, "rival", rival)
+    if rival == "openblas":
+        if not OB.available():
+            pytest.skip("scipy-openblas32 is not installed")
+        monkeypatch.setattr(G._State, "openblas", OB.library())
+    monkeypatch.setattr(G, "SMALL_MACS", 0)
+    monkeypatch.setattr(G, "CONFIRM_AFTER", 3)
+    queue = list(verdicts)
+    timings = []
+
+    def verdict(run_mkl, run_rival):
+        timings.append(1)
+        return queue.pop(0)
+    monkeypatch.setattr(G, "_time_paths", verdict)
+    mkl_calls = calls_of(monkeypatch, "_mkl_run")
+    A, B = operand(rng, (50, 40), np.float32, "c"), operand(rng, (40, 30), np.float32, "c")
+    cls = G.ShapeClass("gemm", "float32", 1, 64, 32, 64, "NN>N", True, True)
+    seen = []
+    for _ in range(6):
+        C = np.empty((50, 30), np.float32)
+        G.gemm(A, B, C)
+        assert_gemm_close(C, A, B, C, 1.0, 0.0, np.float32)
+        seen.append(G.choices()[cls])
+    assert len(timings) == len(verdicts) and not queue
+    if verdicts[0] == "mkl" and rival == "openblas":
+        # calls 1-3 on MKL, the 4th re-timed, the rest on the second verdict
+        assert seen == ["mkl"] * 3 + [want] * 3
+        assert len(mkl_calls) == 3 + (3 if want == "mkl" else 0)
+    else:
+        assert seen == [want] * 6
+    G.clear_choices()
+    assert G._State.unconfirmed == {}
 
 
 def test_auto_openblas_rival_first_call_does_not_lose_the_class(monkeypatch):

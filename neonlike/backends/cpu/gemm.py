@@ -19,9 +19,11 @@ resolved) or `set_backend(name)`; `backend_name()` says which. 'auto', the defau
 loads, times MKL against its rival (OpenBLAS on numba's pool where `scipy-openblas32` is
 installed, else numpy's matmul) once per shape class (dtype, power-of-two buckets of M, N, K and
 the batch, the operands' transposition pattern, whether alpha is 1 and beta 0: see
-`_shape_class`) and runs the faster one from then on (ties go to MKL, and against numpy so do
+`_shape_class`) and runs the faster one from then on (against numpy ties go to MKL, and so do
 short calls after which numpy's OpenBLAS pool spins on; long calls are judged by their medians:
-see `_time_paths`); `choices()` shows the table, `clear_choices()` empties it. Without MKL every
+see `_time_paths`; against OpenBLAS ties go to OpenBLAS, and a class MKL wins is timed again
+after CONFIRM_AFTER calls: MKL keeps it only by winning twice); `choices()` shows the table,
+`clear_choices()` empties it. Without MKL every
 call takes OpenBLAS, else numpy. Nothing is loaded at import: MKL's runtime (libmkl_rt from the
 pip `mkl` package) and OpenBLAS are found and bound on the first call.
 """
@@ -71,8 +73,14 @@ MKL_MARGIN = 0.90        # against OpenBLAS on numba's pool, MKL keeps a class o
 SPIN_PROBE_S = 0.005     # ... and leaves no thread spinning over this long after its calls,
 SPIN_OK_S = 0.005        # unless one call takes this long (see _time_paths) ...
 SPIN_MARGIN = 0.75       # ... and numpy takes under 75% of MKL's time
-SETTLE_S = 0.2           # longest wait for a spinning pool to stop before timing a class
+SETTLE_S = 0.3           # longest wait for a spinning pool to stop before timing a path (Intel
+#                          OpenMP's KMP_BLOCKTIME, MKL's spin where it runs on that layer: 0.2 s)
 LONG_RUNS = 5            # calls of each path (MKL's, then numpy's) whose medians judge long calls
+CONFIRM_AFTER = 64       # calls of a class MKL won against OpenBLAS on numba's pool, after which
+#                          the class is timed again and MKL keeps it only if it wins again: one
+#                          timing is ~30 ms of this machine's time, whose speed moves by 10-20%
+#                          over seconds (bench_gemm, 512^3: MKL won the timing, then ran 1.61 ms
+#                          against OpenBLAS's 1.43 in the rounds)
 MAX_CHOICES = 1024       # remembered shape classes (the oldest is dropped when full)
 
 
@@ -215,6 +223,7 @@ class _State:
     rival = "numpy"                # what 'auto' times MKL against: 'openblas' or 'numpy'
     openblas: Any = None           # openblas.library() once bound (the 'openblas' path, rival)
     choices = Memo("cpu.gemm_choices", MAX_CHOICES)  # ShapeClass tuple -> 'mkl' or 'numpy'
+    unconfirmed: dict = {}         # class MKL won once against OpenBLAS -> calls before retiming
 
 
 def prefer_tbb_threading() -> str | None:
@@ -807,7 +816,9 @@ def _time_paths(run_mkl: Callable[[], Any], run_numpy: Callable[[], Any]) -> str
     Where the rival is OpenBLAS on numba's pool (_State.rival 'openblas', openblas.py), nothing
     spins after its calls, and the tie goes the other way: MKL keeps a class only where it
     takes under MKL_MARGIN of OpenBLAS's time, by medians (of two rounds for short calls); the
-    second argument then runs OpenBLAS and 'openblas' is the verdict. (bench_gemm's shapes,
+    second argument then runs OpenBLAS and 'openblas' is the verdict. OpenBLAS is timed once no
+    pool spins, and an MKL that leaves its threads spinning (its Intel OpenMP layer) must take
+    under SPIN_MARGIN of OpenBLAS's time. (bench_gemm's shapes,
     2026-11-28: OpenBLAS's AVX-512 kernels at or ahead of MKL's AVX2 on each, 256^3 to 2048^3
     and 100x128x784; with the old rule, ties to MKL and the kernel load in OpenBLAS's warm-up
     call, 'auto' kept 5 of 7 classes on MKL, 3 of 7 rows within 5% of the fastest BLAS.)"""
@@ -816,20 +827,28 @@ def _time_paths(run_mkl: Callable[[], Any], run_numpy: Callable[[], Any]) -> str
     if mkl is None:
         return "mkl"   # too slow a machine to time this size: keep the MKL default
     if _State.rival == "openblas":
-        time.sleep(QUIET_S)
+        # MKL on Intel OpenMP (where mkl-service or another library loaded MKL before neonlike
+        # could ask for TBB: prefer_tbb_threading) leaves its threads spinning 0.2 s after each
+        # call: the kernels that follow lose a core, and so did OpenBLAS's timing, which ran at
+        # half speed right after MKL's calls (bench_gemm, 512^3: 2.6 against MKL's 1.34 ms, 1.38
+        # alone). So OpenBLAS is timed once the spin has stopped, and a spinning MKL must save
+        # SPIN_MARGIN, as numpy's spinning pool must against MKL.
+        time.sleep(QUIET_S)      # (MKL's TBB workers spin ~1 ms: not counted)
+        spins = _spinning()
+        _settle()
         run_numpy()    # (a process's first call also loads tiles' cached kernel, ~0.4 s)
         if mkl >= SPIN_OK_S:
-            mkl, rival = _medians(run_mkl, run_numpy)
+            mkl, rival = _median(run_mkl), _quiet_median(run_numpy)
         else:   # two rounds of each, the lower of a path's two medians counts: one path's
             #     fastest call (MKL's TBB pool here: medians 1.2-1.7x its fastest calls) or a
             #     burst of load during one round decided the verdict (100x128x784: MKL by its
             #     fastest call, then 162 against OpenBLAS's 132 us in bench_gemm's medians)
             if _best_of(run_numpy) is None:
                 return "mkl"
-            mkl, rival = _median(run_mkl), _median(run_numpy)
+            mkl, rival = _median(run_mkl), _quiet_median(run_numpy)
             time.sleep(QUIET_S)
-            mkl, rival = min(mkl, _median(run_mkl)), min(rival, _median(run_numpy))
-        return "mkl" if mkl < MKL_MARGIN * rival else "openblas"
+            mkl, rival = min(mkl, _median(run_mkl)), min(rival, _quiet_median(run_numpy))
+        return "mkl" if mkl < (SPIN_MARGIN if spins else MKL_MARGIN) * rival else "openblas"
     if mkl >= SPIN_OK_S:
         mkl, numpy = _medians(run_mkl, run_numpy)
         if numpy >= NUMPY_MARGIN * mkl:
@@ -843,6 +862,7 @@ def _time_paths(run_mkl: Callable[[], Any], run_numpy: Callable[[], Any]) -> str
         mkl = min(mkl, _median(run_mkl))
         return "numpy" if numpy < SPIN_MARGIN * mkl else "mkl"
     time.sleep(QUIET_S)
+    _settle()
     numpy = _best_of(run_numpy)
     if numpy is None or numpy >= NUMPY_MARGIN * mkl or _spinning():
         return "mkl"
@@ -858,7 +878,13 @@ def _medians(run_mkl: Callable[[], Any], run_numpy: Callable[[], Any]) -> tuple[
     call alternating, 5.6-6.3 alone; numpy's 5.4)."""
     mkl = _median(run_mkl)
     time.sleep(QUIET_S)
-    return mkl, _median(run_numpy)
+    return mkl, _quiet_median(run_numpy)
+
+
+def _quiet_median(run: Callable[[], Any]) -> float:
+    """_median of `run` once no pool spins (_settle)."""
+    _settle()
+    return _median(run)
 
 
 def _median(run: Callable[[], Any]) -> float:
@@ -901,22 +927,53 @@ def _auto_path(A: np.ndarray, B: np.ndarray, C: np.ndarray, nb: int, M: int, N: 
         return "mkl"
     path = _State.choices.get(key)
     if path is not None:
+        if path == "mkl" and key in _State.unconfirmed:
+            return _confirm(key, A, B, C, nb, M, N, K, alpha, beta)
         return path
+    path = _timed(key, A, B, C, nb, M, N, K, alpha, beta, True)
+    if path == "mkl" and _State.rival == "openblas":
+        with _State.lock:
+            _State.unconfirmed[key] = CONFIRM_AFTER
+    _remember(key, path)
+    return path
+
+
+def _confirm(key: tuple, A: np.ndarray, B: np.ndarray, C: np.ndarray, nb: int, M: int, N: int,
+             K: int, alpha: float, beta: float) -> str:
+    """'mkl' for a class MKL won once against OpenBLAS until CONFIRM_AFTER of its calls have
+    run; then the class is timed again, at another moment of the machine's, and the second
+    verdict stands (MKL keeps the class only by winning twice)."""
+    with _State.lock:
+        left = _State.unconfirmed.get(key, 0) - 1
+        if left > 0:
+            _State.unconfirmed[key] = left
+            return "mkl"
+        _State.unconfirmed.pop(key, None)
+    path = _timed(key, A, B, C, nb, M, N, K, alpha, beta, False)
+    _remember(key, path)
+    return path
+
+
+def _timed(key: tuple, A: np.ndarray, B: np.ndarray, C: np.ndarray, nb: int, M: int, N: int,
+           K: int, alpha: float, beta: float, reuse: bool) -> str:
+    """The verdict of _time_paths for the class `key` of this call: on the call's own A and B
+    and a scratch C laid out as C, or for a large class on a smaller representative (whose
+    class's verdict is taken where it has one and `reuse`)."""
     if nb * M * N * K > TIMED_MACS * 4 // C.itemsize:
         A, B, T = _representative(key, C.dtype, nb, M, N, K)
         rep = _shape_class(A, B, T, *_dims(A, T), alpha, beta)
-        path = _State.choices.get(rep) if rep is not None else None
-    else:   # the call's own A and B, a scratch C laid out as C
+        path = _State.choices.get(rep) if rep is not None and reuse else None
+        if path is not None:
+            return path
+    else:
         _, _, cc = _split_codes(key[6])
         T = _scratch(cc, (nb,) if C.ndim == 3 else (), M, N, C.dtype, False)
         rep = None
-    if path is None:
-        rival = _runner(_State.rival)
-        path = _time_paths(lambda: _mkl_run(A, B, T, alpha, beta),
-                           lambda: rival(A, B, T, alpha, beta))
-        if rep is not None:
-            _remember(rep, path)
-    _remember(key, path)
+    rival = _runner(_State.rival)
+    path = _time_paths(lambda: _mkl_run(A, B, T, alpha, beta),
+                       lambda: rival(A, B, T, alpha, beta))
+    if rep is not None:
+        _remember(rep, path)
     return path
 
 
@@ -932,6 +989,7 @@ def clear_choices() -> None:
     """Forget the timed choices: each shape class is timed again on its next call."""
     with _State.lock:
         _State.choices.clear()
+        _State.unconfirmed.clear()
 
 
 # ---------------------------------------------------------------------------------------------
