@@ -127,8 +127,7 @@ class CPURNNMixin:
     def compound_lstm_bprop_steps(self, W_recur_T: Any, S: dict, activation: Any,
                                   gate_activation: Any, h0_err: Any, c0_err: Any) -> None:
         """Every step as one kernel (rnn_kernels.lstm_bprop_seq_sm / lstm_bprop_seq), where
-        fprop's would run; the step-major kernel also writes the starting state's errors
-        (h0_err, c0_err: the generic _lstm_start_errors elsewhere)."""
+        fprop's would run."""
         plan = _sequence_plan(W_recur_T, S, _BPROP, True) \
             if _standard(activation, gate_activation) else None
         if plan is None:
@@ -144,16 +143,9 @@ class CPURNNMixin:
                 (A, ar, ac, _), (D, fr, fc, _) = views
             WT = _scratch(S, "_WT", (n, 4 * n))
             k.transpose_into(W, WT)        # W as it is now (neon's), as the generic steps do
-            starts = [getattr(e, "_tensor", None) for e in (h0_err, c0_err)]
-            direct = all(isinstance(a, np.ndarray) and a.dtype == _F32 and a.shape == (n, N) and
-                         a.flags.c_contiguous for a in starts)
-            if not direct:       # the kernel's start errors go to scratch; the generic below
-                starts = [_scratch(S, key, (n, N)) for key in ("_h0e", "_c0e")]
             k.lstm_bprop_seq_sm(*ptrs, WT, DH, dr, dc, CD, er, ec, G, gr, gc,
                                 np.ascontiguousarray(c0.T), C, cr, cc, A, ar, ac, D, fr, fc,
-                                n, N, T, tasks, cmax, _scratch(S, "_E", (N, n)), *starts)
-            if direct:
-                return
+                                n, N, T, tasks, cmax)
         self._lstm_start_errors(W_recur_T, S, h0_err, c0_err)
 
 

@@ -288,13 +288,10 @@ def _bprop_cols(DH, dr, dc, CD, er, ec, has_next, G, gr, gc, P, pr, pc, A, ar, a
 
 @njit(parallel=True, cache=True, fastmath=_FMA)
 def lstm_bprop_seq_sm(gemm, local, WT, DH, dr, dc, CD, er, ec, G, gr, gc, c0T, C, cr, cc, A, ar,
-                      ac, D, fr, fc, n, N, T, tasks, cmax, E, h0e, c0e):
+                      ac, D, fr, fc, n, N, T, tasks, cmax):
     """T steps of bprop over step-major blocks, the last first: for t < T - 1 dh's step t gets
     D_{t+1} @ W (the error sent back in time; a task's units' columns, calls of at most `cmax`
-    columns, W given as WT: (n, 4n) C-ordered, its rows taken transposed), then the cell's
-    bprop writes cd's and D's step t (c_prev: c0T for step 0). Then the starting state's
-    errors in neon's layout: h0e (n, N) = (D_0 @ W).T (through the scratch E (N, n)) and
-    c0e = (cd_0 * f_0).T."""
+    columns, W given as WT: (n, 4n) C-ordered, its rows taken transposed), then the cell's bprop writes cd's and D's step t (c_prev: c0T for step 0)."""
     for t in range(T - 1, -1, -1):
         for task in prange(tasks):
             u0, u1 = task * n // tasks, (task + 1) * n // tasks
@@ -313,21 +310,6 @@ def lstm_bprop_seq_sm(gemm, local, WT, DH, dr, dc, CD, er, ec, G, gr, gc, c0T, C
                 P, pr, pc = C, cr + (t - 1) * N, cc
             _bprop_cols(DH, dr + t * N, dc, CD, er + t * N, ec, has_next, G, gr + t * N, gc,
                         P, pr, pc, A, ar + t * N, ac, D, fr + t * N, fc, n, N, u0, u1)
-    for task in prange(tasks):
-        u0, u1 = task * n // tasks, (task + 1) * n // tasks
-        if u1 > u0:
-            before = local(1)
-            cols = _call_rows(u1 - u0, cmax)
-            for u in range(u0, u1, cols):
-                gemm(_ROW_MAJOR, _NO_TRANS, _TRANS, N, min(cols, u1 - u), 4 * n, 1.0,
-                     D[fr:, fc:].ctypes.data, D.shape[1], WT[u:].ctypes.data, 4 * n, 0.0,
-                     E[:, u:].ctypes.data, n)
-            local(before)
-        for u in range(u0, u1):
-            hrow, crow = h0e[u], c0e[u]
-            for b in range(N):
-                hrow[b] = E[b, u]
-                crow[b] = CD[er + b, ec + u] * G[gr + b, gc + n + u]
 
 
 @njit(parallel=True, cache=True)
