@@ -358,8 +358,7 @@ def test_float32_lstm_runs_its_steps_as_one_kernel(monkeypatch, cls, steps, kern
     """float32 LSTM / BiLSTM (the backward half's steps run right to left) take the CPU's fused
     sequence kernels, with a starting state and carried state, on MKL's and OpenBLAS's sgemm;
     values and gradients match the float64 layer (the per-step path, checked against central
-    differences above) to float32 precision, and the kernels are the ones that ran (LSTM's on
-    its step-major buffers, BiLSTM's on neon's layout). call_macs:
+    differences above) to float32 precision, and the kernels are the ones that ran. call_macs:
     the bound on a GEMM call's size (the library's own, or small enough that the forward's
     (150: 3 rows, batch 3 by 16 units) or the backward's (500: 2 rows, batch 3 by 64) calls are
     cut into several)."""
@@ -374,10 +373,9 @@ def test_float32_lstm_runs_its_steps_as_one_kernel(monkeypatch, cls, steps, kern
 
     def spy(*args):
         found = plan(*args)
-        ran.append(("fprop" if args[2] is cpu_rnn._FPROP else "bprop", found and found[3]))
+        ran.append((args[2][0], found is not None))
         return found
     monkeypatch.setattr(cpu_rnn, "_sequence_plan", spy)
-    layout = "neon" if cls is BiLSTM else "step"     # LSTM's own buffers are step-major
     rng = np.random.default_rng(7)
     nin, nout, n = 6, 16, 3
     layers = {}
@@ -394,12 +392,12 @@ def test_float32_lstm_runs_its_steps_as_one_kernel(monkeypatch, cls, steps, kern
         out64 = l64.fprop(be64.array(x)).get()
         ran.clear()
         out32 = l32.fprop(be32.array(x.astype(np.float32))).get()
-        assert ran == [("fprop", layout)] * (2 if cls is BiLSTM else 1)
+        assert ran == [("ifog", True)] * (2 if cls is BiLSTM else 1)
         np.testing.assert_allclose(out32, out64, rtol=1e-4, atol=1e-5)
         dx64 = l64.bprop(be64.array(R)).get()
         ran.clear()
         dx32 = l32.bprop(be32.array(R.astype(np.float32))).get()
-        assert ran == [("bprop", layout)] * (2 if cls is BiLSTM else 1)
+        assert ran == [("dh", True)] * (2 if cls is BiLSTM else 1)
         np.testing.assert_allclose(dx32, dx64, rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(l32.dW.get(), l64.dW.get(), rtol=1e-4, atol=1e-4)
     if cls is LSTM:
@@ -408,43 +406,3 @@ def test_float32_lstm_runs_its_steps_as_one_kernel(monkeypatch, cls, steps, kern
         out32 = l32.fprop(be32.array(x.astype(np.float32)),
                           init_state=be32.array(h0.astype(np.float32))).get()
         np.testing.assert_allclose(out32, out64, rtol=1e-4, atol=1e-5)
-
-
-@pytest.mark.parametrize("steps", [1, 5])
-def test_lstm_step_major_buffers_hold_neons_values(steps):
-    """The CPU's LSTM lays its own step buffers out step-major (each step's (features, batch)
-    view one block: the sequence kernels' layout, be.rnn_step_major); every buffer, output and
-    gradient equals the same layer's on neon's layout, which the float64 checks above pin. The
-    bias sum and the bias gradient are written in the buffers' memory order there."""
-    from neonlike.backends.cpu import rnn as cpu_rnn
-    rng = np.random.default_rng(3)
-    nin, nout, n = 6, 16, 4
-    x = rng.normal(size=(nin, steps * n)).astype(np.float32)
-    R = rng.normal(size=(nout, steps * n)).astype(np.float32)
-    found = {}
-    for step_major in (False, True):
-        be = gen_backend("cpu", datatype=np.float32, batch_size=n, rng_seed=0)
-        be.rnn_step_major = step_major
-        layer = build(LSTM(nout, Gaussian(scale=0.4), activation=Tanh(),
-                           gate_activation=Logistic()), nin=nin, steps=steps)
-        layer.b.set(rng.normal(size=layer.b.shape).astype(np.float32) if not found else
-                    found[False]["b"])
-        if found:
-            layer.W.set(found[False]["W"])
-        strides = layer.ifog_buffer._tensor.strides
-        assert (strides[0] < strides[1]) == step_major, strides
-        vals = {"W": layer.W.get(), "b": layer.b.get(),
-                "out": layer.fprop(be.array(x)).get().copy(),
-                "ifog": layer.ifog_buffer.get(), "c": layer.c_buffer.get(),
-                "c_act": layer.c_act_buffer.get()}
-        vals["dx"] = layer.bprop(be.array(R)).get().copy()
-        vals.update(dW=layer.dW.get(), db=layer.db.get(), ifog_d=layer.ifog_delta_buffer.get(),
-                    c_d=layer.c_delta_buffer.get(), h0_err=layer.final_hidden_error.get(),
-                    c0_err=layer.final_cell_error.get())
-        found[step_major] = vals
-        plans = list(layer._S["_sequence_plans"].values()) \
-            if cpu_rnn._kernels() is not None and "_sequence_plans" in layer._S else []
-        if plans:
-            assert {p[0] for p in plans if p} == {"step" if step_major else "neon"}
-    for key, want in found[False].items():
-        np.testing.assert_allclose(found[True][key], want, rtol=2e-5, atol=2e-6, err_msg=key)

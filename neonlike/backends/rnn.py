@@ -19,11 +19,6 @@ def _used(steps: Sequence, num_steps: int, num_used_steps: int | None) -> Sequen
 class RNNOpsMixin:
     """compound_rnn_unroll_fprop / compound_rnn_unroll_bprop (neon's Backend API)."""
 
-    # The LSTM layer allocates its own step buffers step-major (each step one block in memory)
-    # where the backend's sequence kernels take that layout; neon's (features, steps * batch)
-    # rows otherwise. The values are the same either way.
-    rnn_step_major = False
-
     def compound_rnn_unroll_fprop(self, W_recur: Any, h_prev_s: Sequence, h_ff_s: Sequence,
                                   h_s: Sequence, bias: Any, nout: int, num_steps: int,
                                   num_used_steps: int | None, activation: Any,

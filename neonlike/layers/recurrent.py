@@ -273,12 +273,9 @@ class Recurrent(ParameterLayer):
                      alpha: float, beta: float) -> None:
         be = self.be
         be.compound_dot(d, x.T, dW_input)
-        self._bias_grad(db, d)
+        db[:] = be.sum(d, axis=1)
         if out is not None:
             be.compound_dot(W_input.T, d, out, alpha=alpha, beta=beta)
-
-    def _bias_grad(self, db: Any, d: Any) -> None:
-        db[:] = self.be.sum(d, axis=1)
 
     def _deltas_2d(self, deltas: Any, rows: int) -> Any:
         return None if deltas is None else deltas.reshape(rows, -1)
@@ -328,20 +325,18 @@ class LSTM(Recurrent):
         self.gate_activation = gate_activation
 
     def _allocate_cells(self) -> None:
-        be, step = self.be, self._step_buffer
-        self.c_buffer = step(self.nout)
+        be = self.be
+        self.c_buffer = be.iobuf(self.out_shape)
         self.c = get_steps(self.c_buffer, self.out_shape)
         self.c0 = be.iobuf(self.nout)
         self.final_cell_buffer = be.iobuf(self.nout)
         self.c_prev = [self.c0] + self.c[:-1]
-        self.c_act_buffer = step(self.nout)
+        self.c_act_buffer = be.iobuf(self.out_shape)
         self.c_act = get_steps(self.c_act_buffer, self.out_shape)
-        self.ifog_buffer = step(4 * self.nout)
-        self.ifog_delta_buffer = step(4 * self.nout)
-        self.c_delta_buffer = step(self.nout)
+        self.ifog_buffer = be.iobuf(self.gate_shape)
+        self.ifog_delta_buffer = be.iobuf(self.gate_shape)
+        self.c_delta_buffer = be.iobuf(self.out_shape)
         self.final_cell_error = be.iobuf(self.nout)
-        self.h_delta_buffer = step(self.nout)
-        self.h_delta = get_steps(self.h_delta_buffer, self.out_shape)
         S = _lstm_lists(get_steps(self.ifog_buffer, self.gate_shape),
                         get_steps(self.ifog_delta_buffer, self.gate_shape), self.nout)
         S.update(h=self.h, h_prev=self.h_prev, c=self.c, c_prev=self.c_prev, c_act=self.c_act,
@@ -350,33 +345,13 @@ class LSTM(Recurrent):
         for key in ("ifog", "ifo", "i", "f", "o", "g"):
             setattr(self, key, S[key])
 
-    def _bias_grad(self, db: Any, d: Any) -> None:
-        if self.be.rnn_step_major:      # d is ifog_delta_buffer: sum in its memory order
-            db.T[:] = self.be.sum(d.T, axis=0)
-        else:
-            super()._bias_grad(db, d)
-
-    def _step_buffer(self, rows: int) -> Any:
-        """A zero (rows, steps * batch) buffer of the layer's own. Where the backend's sequence
-        kernels ask for it (be.rnn_step_major) it is step-major in memory: the transpose of a
-        C-ordered (steps * batch, rows) array, so each step's (rows, batch) view is one block
-        (a step's work then touches a few pages, not a row's worth each); the same values
-        either way."""
-        be = self.be
-        if be.rnn_step_major:
-            return be.zeros((self.nsteps * be.bsz, rows)).T
-        return be.iobuf((rows, self.nsteps))
-
     def fprop(self, inputs: Any, inference: bool = False, init_state: Any = None) -> Any:
         fresh = self.init_buffers(inputs)
         self._start(fresh, init_state, [(self.h0, self.final_state_buffer),
                                         (self.c0, self.final_cell_buffer)])
         be = self.be
         be.compound_dot(self.W_input, self.x, self.ifog_buffer)
-        if be.rnn_step_major:           # the same sum, written in the buffer's memory order
-            self.ifog_buffer.T[:] = self.ifog_buffer.T + self.b.T
-        else:
-            self.ifog_buffer[:] = self.ifog_buffer + self.b
+        self.ifog_buffer[:] = self.ifog_buffer + self.b
         be.compound_lstm_fprop_steps(self.W_recur, self._S, self.activation,
                                      self.gate_activation)
         self.final_state_buffer[:] = self.h[-1]

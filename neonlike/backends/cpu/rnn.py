@@ -31,32 +31,26 @@ def _standard(activation: Any, gate_activation: Any) -> bool:
             and not gate_activation.shortcut)
 
 
-def _roots(tensors: tuple, step_major: bool = False) -> list | None:
+def _roots(tensors: tuple) -> list | None:
     """(root, r0, c0) for each float32 step view: the C-ordered 2-D array over the view's base
     with rows as long as the view's row stride, and the view's first row and column in it; None
-    where a view does not lie in one so. With `step_major`, the same of the view's transpose (a
-    (batch, features) block of a (steps * batch, features) root). Kept on the view (its geometry
-    never changes)."""
+    where a view does not lie in one so. Kept on the view (its geometry never changes)."""
     out = []
-    key = "_rnn_root_sm" if step_major else "_rnn_root"
     for t in tensors:
-        found = getattr(t, key, None)
+        found = getattr(t, "_rnn_root", None)
         if found is None:
-            found = _root(t, step_major)
-            setattr(t, key, found)
+            found = t._rnn_root = _root(t)
         if found is False:
             return None
         out += found
     return out
 
 
-def _root(t: Any, step_major: bool) -> tuple | bool:
+def _root(t: Any) -> tuple | bool:
     a = getattr(t, "_tensor", None)
     root = getattr(getattr(t, "_original_base", None), "_tensor", None)
-    if not isinstance(a, np.ndarray) or a.ndim != 2:
-        return False
-    a = a.T if step_major else a
-    if a.dtype != _F32 or not isinstance(root, np.ndarray) or root.dtype != _F32 or \
+    if not isinstance(a, np.ndarray) or a.dtype != _F32 or a.ndim != 2 or \
+            not isinstance(root, np.ndarray) or root.dtype != _F32 or \
             not root.flags.c_contiguous or a.strides[1] != 4 or a.strides[0] % 4 or \
             a.strides[0] <= 0:
         return False
@@ -98,80 +92,40 @@ class CPURNNMixin:
         k.lstm_bprop(*args[:12], has_next, *args[12:], nout, dh.shape[1])
 
     # ---------------------------------------------------------------- whole sequences
-    rnn_step_major = True    # the LSTM layer's buffers step-major: lstm_*_seq_sm's layout
-
     def compound_lstm_fprop_steps(self, W_recur: Any, S: dict, activation: Any,
                                   gate_activation: Any) -> None:
-        """Every step as one kernel with its recurrent GEMMs, for the standard float32 cell over
-        step views a root and a step reach: rnn_kernels.lstm_fprop_seq_sm where ifog, c and
-        c_act are step-major (the LSTM layer's buffers here), lstm_fprop_seq where all are in
-        neon's layout (BiLSTM's); else the per-step loop."""
-        plan = _sequence_plan(W_recur, S, _FPROP, False) \
+        """Every step as one kernel with its recurrent GEMMs (rnn_kernels.lstm_fprop_seq), for
+        the standard float32 cell over step views a root and a column step reach; else the
+        per-step loop."""
+        plan = _sequence_plan(W_recur, S, ("ifog", "h", "c", "c_act"), False) \
             if _standard(activation, gate_activation) else None
         if plan is None:
             return super().compound_lstm_fprop_steps(W_recur, S, activation, gate_activation)
-        k, ptrs, W, layout, views, (h0, c0), T, N, tasks, macs = plan
-        n, cmax = W.shape[1], _max_rows(macs, N, W.shape[1])
-        if layout == "neon":
-            k.lstm_fprop_seq(*ptrs, W, *views[0], h0, c0, *views[1], *views[2], *views[3],
-                             n, N, T, tasks, cmax)
-            return
-        (G, gr, gc, _), (H, hr, hc, hcs), (C, cr, cc, _), (A, ar, ac, _) = views
-        hT = _scratch(S, "_hT", ((T + 1) * N, n))
-        hT[:N] = h0.T
-        WT = _scratch(S, "_WT", (n, 4 * n))
-        k.transpose_into(W, WT)
-        k.lstm_fprop_seq_sm(*ptrs, WT, G, gr, gc, hT, np.ascontiguousarray(c0.T), C, cr, cc,
-                            A, ar, ac, H, hr, hc, hcs, n, N, T, tasks, cmax)
+        k, ptrs, W, views, (h0, c0), T, N, tasks, macs = plan
+        k.lstm_fprop_seq(*ptrs, W, *views[0], h0, c0, *views[1], *views[2], *views[3],
+                         W.shape[1], N, T, tasks, _max_rows(macs, N, W.shape[1]))
 
     def compound_lstm_bprop_steps(self, W_recur_T: Any, S: dict, activation: Any,
                                   gate_activation: Any, h0_err: Any, c0_err: Any) -> None:
-        """Every step as one kernel (rnn_kernels.lstm_bprop_seq_sm / lstm_bprop_seq), where
-        fprop's would run."""
-        plan = _sequence_plan(W_recur_T, S, _BPROP, True) \
-            if _standard(activation, gate_activation) else None
+        """Every step as one kernel (rnn_kernels.lstm_bprop_seq), where fprop's would run."""
+        plan = _sequence_plan(W_recur_T, S, ("dh", "c_d", "ifog", "c", "c_act", "ifog_d"),
+                              True) if _standard(activation, gate_activation) else None
         if plan is None:
             return super().compound_lstm_bprop_steps(W_recur_T, S, activation, gate_activation,
                                                      h0_err, c0_err)
-        k, ptrs, W, layout, views, (_, c0), T, N, tasks, macs = plan
-        n, cmax = W.shape[1], _max_rows(macs, N, W.shape[0])
-        if layout == "neon":
-            dh, cd, ifog, c, ca, ifd = views
-            k.lstm_bprop_seq(*ptrs, W, *dh, *cd, *ifog, c0, *c, *ca, *ifd, n, N, T, tasks, cmax)
-        else:
-            (DH, dr, dc, _), (CD, er, ec, _), (G, gr, gc, _), (C, cr, cc, _), \
-                (A, ar, ac, _), (D, fr, fc, _) = views
-            WT = _scratch(S, "_WT", (n, 4 * n))
-            k.transpose_into(W, WT)        # W as it is now (neon's), as the generic steps do
-            k.lstm_bprop_seq_sm(*ptrs, WT, DH, dr, dc, CD, er, ec, G, gr, gc,
-                                np.ascontiguousarray(c0.T), C, cr, cc, A, ar, ac, D, fr, fc,
-                                n, N, T, tasks, cmax)
+        k, ptrs, W, views, (_, c0), T, N, tasks, macs = plan
+        dh, cd, ifog, c, ca, ifd = views
+        k.lstm_bprop_seq(*ptrs, W, *dh, *cd, *ifog, c0, *c, *ca, *ifd, W.shape[1], N, T, tasks,
+                         _max_rows(macs, N, W.shape[0]))
         self._lstm_start_errors(W_recur_T, S, h0_err, c0_err)
 
 
-# The keys of S each sequence kernel reads, and their layouts: "s" step-major, "n" neon's.
-_FPROP = {"neon": (("ifog", "h", "c", "c_act"), "nnnn"),
-          "step": (("ifog", "h", "c", "c_act"), "snss")}
-_BPROP = {"neon": (("dh", "c_d", "ifog", "c", "c_act", "ifog_d"), "nnnnnn"),
-          "step": (("dh", "c_d", "ifog", "c", "c_act", "ifog_d"), "ssssss")}
-
-
-def _scratch(S: dict, key: str, shape: tuple) -> np.ndarray:
-    """A float32 work array kept in S (made on first use)."""
-    a = S.get(key)
-    if a is None or a.shape != shape:
-        from .device import aligned_empty
-        a = S[key] = aligned_empty(shape, _F32)
-    return a
-
-
-def _sequence_plan(W_recur: Any, S: dict, layouts: dict, transposed: bool) -> tuple | None:
-    """What lstm_fprop_seq(_sm) / lstm_bprop_seq(_sm) take, or None where they cannot run: the
-    GEMM path's kernel pointers (gemm.kernel_gemm_pointers); W (4n, n) C-ordered float32 (W_recur
-    itself, or the array under W_recur.T when `transposed`); the layout found ("neon" or
-    "step", the first of `layouts` whose keys' step views all lie so) and per key of it
-    (root, r0, c0, step) of its step views; the starting state h0, c0 as C-ordered float32
-    (n, N) arrays (h_prev and c_prev must be them, then h's and c's steps); the step count, the
+def _sequence_plan(W_recur: Any, S: dict, keys: tuple, transposed: bool) -> tuple | None:
+    """What lstm_fprop_seq / lstm_bprop_seq take, or None where they cannot run: the GEMM
+    path's kernel pointers (gemm.kernel_gemm_pointers); W (4n, n) C-ordered float32 (W_recur
+    itself, or the array under W_recur.T when `transposed`); per key of S, (root, r0, c0,
+    column step) of its step views; the starting state h0, c0 as C-ordered float32 (n, N)
+    arrays (h_prev and c_prev must be them, then h's and c's steps); the step count, the
     batch, the task count and the GEMM call bound (gemm.kernel_gemm_call_macs). Checked once
     per S and kept."""
     k = _kernels()
@@ -186,27 +140,25 @@ def _sequence_plan(W_recur: Any, S: dict, layouts: dict, transposed: bool) -> tu
     if W.dtype != _F32 or W.ndim != 2 or not W.flags.c_contiguous or W.shape[0] != 4 * W.shape[1]:
         return None
     memo = S.setdefault("_sequence_plans", {})
-    key = tuple(layouts.items())
-    found = memo.get(key)
+    found = memo.get(keys)
     if found is None:
-        found = memo[key] = _views_plan(S, layouts, W.shape[1]) or False
+        found = memo[keys] = _views_plan(S, keys, W.shape[1]) or False
     if found is False:
         return None
-    layout, views, starts, T, N = found
+    views, starts, T, N = found
     import numba
     from .gemm import kernel_gemm_call_macs
-    return k, ptrs, W, layout, views, starts, T, N, \
-        max(1, min(numba.get_num_threads(), W.shape[1])), kernel_gemm_call_macs()
+    return k, ptrs, W, views, starts, T, N, max(1, min(numba.get_num_threads(), W.shape[1])), \
+        kernel_gemm_call_macs()
 
 
 def _max_rows(macs: int, N: int, K: int) -> int:
-    """The most rows (or columns) a sequence kernel's GEMM call takes (N the other output side,
-    K deep) to stay within `macs` multiply-adds; 0 for no bound (none given, or not even one
-    fits)."""
+    """The most rows a sequence kernel's GEMM call takes (N columns, K deep) to stay within
+    `macs` multiply-adds; 0 for no bound (none given, or not even one row fits)."""
     return macs // (N * K) if macs else 0
 
 
-def _views_plan(S: dict, layouts: dict, n: int) -> tuple | None:
+def _views_plan(S: dict, keys: tuple, n: int) -> tuple | None:
     h, c = S["h"], S["c"]
     T, N = len(h), h[0].shape[1]
     if any(S["h_prev"][t] is not h[t - 1] or S["c_prev"][t] is not c[t - 1]
@@ -218,30 +170,18 @@ def _views_plan(S: dict, layouts: dict, n: int) -> tuple | None:
         if a is None or a.dtype != _F32 or a.shape != (n, N) or not a.flags.c_contiguous:
             return None
         starts.append(a)
-    for layout, (keys, kinds) in layouts.items():
-        views = [_stepping(S[key], kind == "s", N) for key, kind in zip(keys, kinds)]
-        if all(v is not None for v in views):
-            return layout, views, tuple(starts), T, N
-    return None
-
-
-def _stepping(steps: list, step_major: bool, N: int) -> tuple | None:
-    """(root, r0, c0, step) where step view t of `steps` is at (r0, c0 + t * step) of root
-    (neon's layout) or, `step_major`, at (r0 + t * N, c0) of it (step is then N); else None."""
-    T = len(steps)
-    found = _roots(tuple(steps), step_major)
-    if found is None or any(s.shape[1] != N for s in steps):
-        return None
-    root, r0, c0 = found[0], found[1], found[2]
-    if step_major:
-        step = N
-        at = [(r0 + t * N, c0) for t in range(T)]
-    else:
-        step = found[5] - c0 if T > 1 else N
-        at = [(r0, c0 + t * step) for t in range(T)]
-    for t in range(T):
-        rt, rr, rc = found[3 * t:3 * t + 3]
-        if rt.__array_interface__["data"][0] != root.__array_interface__["data"][0] or \
-                rt.shape != root.shape or (rr, rc) != at[t]:
+    views = []
+    for key in keys:
+        steps = S[key]
+        found = _roots(tuple(steps))
+        if found is None or any(s.shape[1] != N for s in steps):
             return None
-    return root, r0, c0, step
+        root, r0, c0 = found[0], found[1], found[2]
+        step = found[5] - c0 if T > 1 else N
+        for t in range(T):
+            rt, rr, rc = found[3 * t:3 * t + 3]
+            if rt.__array_interface__["data"][0] != root.__array_interface__["data"][0] or \
+                    rt.shape != root.shape or rr != r0 or rc != c0 + t * step:
+                return None
+        views.append((root, r0, c0, step))
+    return views, tuple(starts), T, N
