@@ -358,7 +358,8 @@ def test_float32_lstm_runs_its_steps_as_one_kernel(monkeypatch, cls, steps, kern
     """float32 LSTM / BiLSTM (the backward half's steps run right to left) take the CPU's fused
     sequence kernels, with a starting state and carried state, on MKL's and OpenBLAS's sgemm;
     values and gradients match the float64 layer (the per-step path, checked against central
-    differences above) to float32 precision, and the kernels are the ones that ran. call_macs:
+    differences above) to float32 precision, the starting state's errors included, and the
+    kernels are the ones that ran. call_macs:
     the bound on a GEMM call's size (the library's own, or small enough that the forward's
     (150: 3 rows, batch 3 by 16 units) or the backward's (500: 2 rows, batch 3 by 64) calls are
     cut into several)."""
@@ -400,6 +401,11 @@ def test_float32_lstm_runs_its_steps_as_one_kernel(monkeypatch, cls, steps, kern
         assert ran == [("dh", True)] * (2 if cls is BiLSTM else 1)
         np.testing.assert_allclose(dx32, dx64, rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(l32.dW.get(), l64.dW.get(), rtol=1e-4, atol=1e-4)
+        for err in (("final_hidden_error", "final_cell_error") if cls is LSTM else
+                    ("final_hidden_error_f", "final_cell_error_f", "final_hidden_error_b",
+                     "final_cell_error_b")):    # the starting state's errors, from the kernel
+            np.testing.assert_allclose(getattr(l32, err).get(), getattr(l64, err).get(),
+                                       rtol=1e-4, atol=1e-5, err_msg=err)
     if cls is LSTM:
         h0 = rng.normal(size=(nout, n))
         out64 = l64.fprop(be64.array(x), init_state=be64.array(h0)).get()

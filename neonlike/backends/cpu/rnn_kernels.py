@@ -150,10 +150,12 @@ def lstm_fprop_seq(gemm, local, W, ifog, ir, ic, ics, h0, c0, h, hr, hc, hcs, c,
 
 @njit(parallel=True, cache=True, fastmath=_FMA)
 def lstm_bprop_seq(gemm, local, W, dh, dr, dc, dcs, cd, er, ec, ecs, ifog, ir, ic, ics, c0, c, cr,
-                   cc, ccs, ca, ar, ac, acs, ifd, gr, gc, gcs, n, N, T, tasks, rmax):
+                   cc, ccs, ca, ar, ac, acs, ifd, gr, gc, gcs, n, N, T, tasks, rmax, h0e, c0e):
     """T steps of bprop, the last first: for t < T - 1 dh's step t gets W.T @ ifd's step t + 1
     (the error sent back in time), then the cell's bprop writes cd's and ifd's step t (c_prev:
-    c0 for step 0). Tasks as in lstm_fprop_seq."""
+    c0 for step 0). Then the starting state's errors, h0e = W.T @ ifd's step 0 and c0e = cd's
+    step 0 * f's step 0 (both (n, N), C-ordered), each task its units' rows. Tasks as in
+    lstm_fprop_seq."""
     for t in range(T - 1, -1, -1):
         for task in prange(tasks):
             u0, u1 = task * n // tasks, (task + 1) * n // tasks
@@ -175,3 +177,17 @@ def lstm_bprop_seq(gemm, local, W, dh, dr, dc, dcs, cd, er, ec, ecs, ifog, ir, i
             # (the next step's views are read only where has_next)
             _bprop_rows(dh, dr, di, cd, er, ei, cd, er, ei + ecs, ifog, ir + n, ii + ics,
                         has_next, ifog, ir, ii, cp, pr, pc, ca, ar, ai, ifd, gr, gi, n, N, u0, u1)
+    for task in prange(tasks):
+        u0, u1 = task * n // tasks, (task + 1) * n // tasks
+        if u1 > u0:
+            before = local(1)
+            rows = _call_rows(u1 - u0, rmax)
+            for r in range(u0, u1, rows):
+                gemm(_ROW_MAJOR, _TRANS, _NO_TRANS, min(rows, u1 - r), N, 4 * n, 1.0,
+                     W[:, r:].ctypes.data, n, ifd[gr:, gc:].ctypes.data, ifd.shape[1], 0.0,
+                     h0e[r:].ctypes.data, N)
+            local(before)
+        for r in range(u0, u1):
+            out, cdel, f = c0e[r], cd[er + r, ec:ec + N], ifog[ir + n + r, ic:ic + N]
+            for j in range(N):
+                out[j] = cdel[j] * f[j]
