@@ -903,7 +903,7 @@ def test_auto_mkl_keeps_a_class_from_openblas_only_by_winning_twice(auto, rng, m
     else:
         assert seen == [want] * 6
     G.clear_choices()
-    assert G._State.unconfirmed == {}
+    assert len(G._State.unconfirmed) == 0
 
 
 def test_auto_openblas_rival_first_call_does_not_lose_the_class(monkeypatch):

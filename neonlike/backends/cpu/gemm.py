@@ -223,7 +223,8 @@ class _State:
     rival = "numpy"                # what 'auto' times MKL against: 'openblas' or 'numpy'
     openblas: Any = None           # openblas.library() once bound (the 'openblas' path, rival)
     choices = Memo("cpu.gemm_choices", MAX_CHOICES)  # ShapeClass tuple -> 'mkl' or 'numpy'
-    unconfirmed: dict = {}         # class MKL won once against OpenBLAS -> calls before retiming
+    # class MKL won once against OpenBLAS -> its calls before it is timed again
+    unconfirmed = Memo("cpu.gemm_unconfirmed", MAX_CHOICES)
 
 
 def prefer_tbb_threading() -> str | None:
@@ -838,16 +839,17 @@ def _time_paths(run_mkl: Callable[[], Any], run_numpy: Callable[[], Any]) -> str
         _settle()
         run_numpy()    # (a process's first call also loads tiles' cached kernel, ~0.4 s)
         if mkl >= SPIN_OK_S:
-            mkl, rival = _median(run_mkl), _quiet_median(run_numpy)
+            mkl, rival = _medians(run_mkl, run_numpy)
         else:   # two rounds of each, the lower of a path's two medians counts: one path's
             #     fastest call (MKL's TBB pool here: medians 1.2-1.7x its fastest calls) or a
             #     burst of load during one round decided the verdict (100x128x784: MKL by its
             #     fastest call, then 162 against OpenBLAS's 132 us in bench_gemm's medians)
             if _best_of(run_numpy) is None:
                 return "mkl"
-            mkl, rival = _median(run_mkl), _quiet_median(run_numpy)
+            mkl, rival = _medians(run_mkl, run_numpy)
             time.sleep(QUIET_S)
-            mkl, rival = min(mkl, _median(run_mkl)), min(rival, _quiet_median(run_numpy))
+            mkl2, rival2 = _medians(run_mkl, run_numpy)
+            mkl, rival = min(mkl, mkl2), min(rival, rival2)
         return "mkl" if mkl < (SPIN_MARGIN if spins else MKL_MARGIN) * rival else "openblas"
     if mkl >= SPIN_OK_S:
         mkl, numpy = _medians(run_mkl, run_numpy)
@@ -870,21 +872,16 @@ def _time_paths(run_mkl: Callable[[], Any], run_numpy: Callable[[], Any]) -> str
 
 
 def _medians(run_mkl: Callable[[], Any], run_numpy: Callable[[], Any]) -> tuple[float, float]:
-    """(MKL's, numpy's) median of LONG_RUNS calls of each: the times of long calls (SPIN_OK_S or
-    more, warm), MKL's calls first, then, after QUIET_S, numpy's. A median is what a loop of
-    such calls sees (a shared machine's fastest call says little of it). Not alternating the
-    two: each MKL call then ran beside the worker OpenBLAS leaves spinning after a call
-    (~65 ms), on one core of two, and looked twice as slow as it is (1024x256x2048: 11.7 ms a
-    call alternating, 5.6-6.3 alone; numpy's 5.4)."""
+    """(MKL's, the rival's) median of LONG_RUNS calls of each: MKL's calls first, then, after
+    QUIET_S and once no pool spins (_settle), the rival's. A median is what a loop of such calls
+    sees (a shared machine's fastest call says little of it). Not alternating the two: each MKL
+    call then ran beside the worker OpenBLAS leaves spinning after a call (~65 ms), on one core
+    of two, and looked twice as slow as it is (1024x256x2048: 11.7 ms a call alternating,
+    5.6-6.3 alone; numpy's 5.4)."""
     mkl = _median(run_mkl)
     time.sleep(QUIET_S)
-    return mkl, _quiet_median(run_numpy)
-
-
-def _quiet_median(run: Callable[[], Any]) -> float:
-    """_median of `run` once no pool spins (_settle)."""
     _settle()
-    return _median(run)
+    return mkl, _median(run_numpy)
 
 
 def _median(run: Callable[[], Any]) -> float:
@@ -933,7 +930,7 @@ def _auto_path(A: np.ndarray, B: np.ndarray, C: np.ndarray, nb: int, M: int, N: 
     path = _timed(key, A, B, C, nb, M, N, K, alpha, beta, True)
     if path == "mkl" and _State.rival == "openblas":
         with _State.lock:
-            _State.unconfirmed[key] = CONFIRM_AFTER
+            _State.unconfirmed.put(key, CONFIRM_AFTER)
     _remember(key, path)
     return path
 

@@ -148,6 +148,20 @@ def lstm_fprop_seq(gemm, local, W, ifog, ir, ic, ics, h0, c0, h, hr, hc, hcs, c,
             _fprop_rows(ifog, ir, gi, cp, pr, pc, c, cr, ci, ca, ar, ai, h, hr, hi, n, N, u0, u1)
 
 
+@njit(cache=True, inline="always")
+def _errors_back(gemm, local, W, ifd, gr, gc, out, orow, ocol, beta, n, N, u0, u1, rmax):
+    """Rows u0 .. u1 of out's (n, N) view at (orow, ocol) = W.T @ ifd's step view at (gr, gc),
+    plus beta times themselves: the error a step sends back in time. Single-threaded in the
+    task (`local`), in calls of at most `rmax` rows (_call_rows)."""
+    before = local(1)
+    rows = _call_rows(u1 - u0, rmax)
+    for r in range(u0, u1, rows):
+        gemm(_ROW_MAJOR, _TRANS, _NO_TRANS, min(rows, u1 - r), N, 4 * n, 1.0,
+             W[:, r:].ctypes.data, n, ifd[gr:, gc:].ctypes.data, ifd.shape[1], beta,
+             out[orow + r:, ocol:].ctypes.data, out.shape[1])
+    local(before)
+
+
 @njit(parallel=True, cache=True, fastmath=_FMA)
 def lstm_bprop_seq(gemm, local, W, dh, dr, dc, dcs, cd, er, ec, ecs, ifog, ir, ic, ics, c0, c, cr,
                    cc, ccs, ca, ar, ac, acs, ifd, gr, gc, gcs, n, N, T, tasks, rmax, h0e, c0e):
@@ -163,13 +177,8 @@ def lstm_bprop_seq(gemm, local, W, dh, dr, dc, dcs, cd, er, ec, ecs, ifog, ir, i
                 ac + t * acs
             has_next = t < T - 1
             if has_next and u1 > u0:
-                before = local(1)
-                rows = _call_rows(u1 - u0, rmax)
-                for r in range(u0, u1, rows):
-                    gemm(_ROW_MAJOR, _TRANS, _NO_TRANS, min(rows, u1 - r), N, 4 * n, 1.0,
-                         W[:, r:].ctypes.data, n, ifd[gr:, gi + gcs:].ctypes.data, ifd.shape[1],
-                         1.0, dh[dr + r:, di:].ctypes.data, dh.shape[1])
-                local(before)
+                _errors_back(gemm, local, W, ifd, gr, gi + gcs, dh, dr, di, 1.0, n, N, u0, u1,
+                             rmax)
             if t == 0:
                 cp, pr, pc = c0, 0, 0
             else:
@@ -180,13 +189,7 @@ def lstm_bprop_seq(gemm, local, W, dh, dr, dc, dcs, cd, er, ec, ecs, ifog, ir, i
     for task in prange(tasks):
         u0, u1 = task * n // tasks, (task + 1) * n // tasks
         if u1 > u0:
-            before = local(1)
-            rows = _call_rows(u1 - u0, rmax)
-            for r in range(u0, u1, rows):
-                gemm(_ROW_MAJOR, _TRANS, _NO_TRANS, min(rows, u1 - r), N, 4 * n, 1.0,
-                     W[:, r:].ctypes.data, n, ifd[gr:, gc:].ctypes.data, ifd.shape[1], 0.0,
-                     h0e[r:].ctypes.data, N)
-            local(before)
+            _errors_back(gemm, local, W, ifd, gr, gc, h0e, 0, 0, 0.0, n, N, u0, u1, rmax)
         for r in range(u0, u1):
             out, cdel, f = c0e[r], cd[er + r, ec:ec + N], ifog[ir + n + r, ic:ic + N]
             for j in range(N):
