@@ -306,7 +306,8 @@ def run(families: list[ModuleType], script: str, description: str,
         Path(args.markdown).write_text(text, encoding="utf-8")
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": machine_line(args.threads, peers, be),
-                                               "results": ctx.raw, "ceiling": ceiling}, indent=1,
+                                               "results": ctx.raw, "ceiling": ceiling,
+                                               "samples": ctx.samples}, indent=1,
                                               default=str), encoding="utf-8")
     log(f"done in {elapsed:.0f} s")
     return 0

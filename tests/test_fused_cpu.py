@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("numba")
 
 from neonlike import plan as P  # noqa: E402
-from neonlike.ops import OP_INFO, Kind  # noqa: E402
+from neonlike.ops import OP_INFO, Kind, Op  # noqa: E402
 from neonlike.backends import gen_backend  # noqa: E402
 from neonlike.backends.cpu import device as nervanacpu  # noqa: E402
 from neonlike.backends.cpu import program as fused_cpu  # noqa: E402
@@ -296,6 +296,43 @@ def test_assigned_dot_runs_straight_into_the_output(be, monkeypatch, out_dtype):
         sq2 = be.array(sq.get())
         sq2[:] = be.dot(sq2, sq2)
         np.testing.assert_allclose(sq2.get(), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int8])
+def test_dot_with_out_goes_straight_to_the_gemm(be, monkeypatch, dtype):
+    """`be.dot(a, b, out=c)` of 2-D float tensors of one dtype calls the device's GEMM without
+    building a node (compound_dot's path); other dtypes, shapes that do not fit (the same error
+    as before, out untouched) and another backend's tensors go through the op-tree."""
+    from neonlike.backends import backend as backend_module
+    built = []
+    real = backend_module.build
+
+    def spy(*args, **kwargs):
+        built.append(args[0])
+        return real(*args, **kwargs)
+    monkeypatch.setattr(backend_module, "build", spy)
+    a, b = data((5, 3), seed=1), data((3, 4), seed=2)
+    if dtype == np.int8:
+        a, b = np.round(a), np.round(b)
+    A, B = be.array(a, dtype=dtype), be.array(b, dtype=dtype)
+    C = be.empty((5, 4), dtype=dtype)
+    assert be.dot(A, B, out=C) is C
+    want = a.astype(dtype).astype(np.float64) @ b.astype(dtype).astype(np.float64)
+    np.testing.assert_allclose(C.get().astype(np.float64), want.astype(dtype), rtol=2e-3,
+                               atol=1e-2)
+    assert built == ([] if dtype != np.int8 else [Op.DOT])
+    built.clear()
+    bad = be.zeros((5, 5), dtype=dtype)
+    with pytest.raises(ValueError, match=r"\(5, 3\)"):
+        be.dot(A, A, out=bad)
+    assert built == [Op.DOT] and not bad.get().any()
+    built.clear()
+    from neonlike.backends import gen_backend
+    other = gen_backend("cpu")
+    D = other.empty((5, 4), dtype=dtype)
+    if other is not be:
+        be.dot(A, B, out=D)
+        assert built == [Op.DOT]
 
 
 def test_kernel_source_is_readable(be):

@@ -372,6 +372,128 @@ def test_read_only_and_non_array(path, rng):
 
 
 # ---------------------------------------------------------------------------------------------
+# prepared calls: a layout seen before runs without the checks (gemm's _PREPARED)
+# ---------------------------------------------------------------------------------------------
+
+def full_path_calls(monkeypatch):
+    """Calls that went the full way (checks, layouts) rather than a prepared call."""
+    return calls_of(monkeypatch, "_check_arrays")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("ka,kb,kc", [("c", "c", "c"), ("t", "c", "c"), ("c", "t", "f"),
+                                      ("sub", "subt", "c"), ("f", "f", "f"), ("c", "c", "sub")])
+def test_prepared_calls_compute_on_every_path(path, rng, monkeypatch, dtype, ka, kb, kc):
+    """The second call of a layout is a prepared one (no checks), with new data, alpha and
+    beta each time, and still right; the inputs are untouched."""
+    M, K, N = 7, 5, 6
+    views = {"c": lambda x: x, "f": np.asfortranarray, "sub": lambda x: np.pad(x, 2)[2:-2, 2:-2]}
+    full = full_path_calls(monkeypatch)
+    for alpha, beta in [(1.0, 0.0), (1.0, 0.0), (-0.5, 2.0), (2, 1), (-0.5, 2.0), (1.0, 0.0)]:
+        A, B = operand(rng, (M, K), dtype, ka), operand(rng, (K, N), dtype, kb)
+        A0, B0 = A.copy(), B.copy()
+        C = views[kc](rng.standard_normal((M, N)).astype(dtype))
+        C0 = C.copy()
+        assert G.gemm(A, B, C, alpha, beta) is C
+        assert_gemm_close(C, A, B, C0, alpha, beta, dtype)
+        np.testing.assert_array_equal(A, A0)
+        np.testing.assert_array_equal(B, B0)
+    # (under 'auto' a class MKL won against OpenBLAS takes the full path until confirmed)
+    G._State.unconfirmed.clear()
+    before = len(full)
+    for alpha, beta in [(1.0, 0.0), (-0.5, 2.0)]:
+        G.gemm(A, B, C, alpha, beta)
+    assert len(full) == before, "a layout seen before went the full path again"
+    assert len(G._PREPARED) >= 1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_prepared_call_with_overlapping_output_goes_through_a_temp(path, rng, dtype):
+    """A layout prepared on separate arrays, then called with C the very memory of A or B (the
+    same shapes and strides): the product of the inputs as they were, not a smeared one."""
+    n = 48
+    for victim in ("A", "B"):
+        A = rng.standard_normal((n, n)).astype(dtype)
+        B = rng.standard_normal((n, n)).astype(dtype)
+        G.gemm(A, B, np.empty((n, n), dtype))      # prepared
+        G.gemm(A, B, np.empty((n, n), dtype))
+        A0, B0 = A.copy(), B.copy()
+        C = A if victim == "A" else B
+        G.gemm(A, B, C)
+        assert_gemm_close(C, A0, B0, C, 1.0, 0.0, dtype)
+
+
+def test_prepared_call_keeps_the_checks_that_depend_on_the_call(path, rng, monkeypatch):
+    """A prepared layout still refuses a read-only C, skips A and B at alpha == 0 (their NaNs do
+    not spread), and sends misaligned data through the full path."""
+    A = rng.standard_normal((4, 3)).astype(np.float32)
+    B = rng.standard_normal((3, 5)).astype(np.float32)
+    for _ in range(2):
+        G.gemm(A, B, np.zeros((4, 5), np.float32))
+    C = np.zeros((4, 5), np.float32)
+    C.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        G.gemm(A, B, C)
+    C = np.ones((4, 5), np.float32)
+    G.gemm(np.full_like(A, np.nan), B, C, 0.0, 2.0)
+    np.testing.assert_array_equal(C, 2.0)
+    raw = np.zeros(4 * 3 * 4 + 1, np.uint8)[1:].view(np.float32).reshape(4, 3)  # misaligned
+    raw[...] = A
+    assert not raw.flags.aligned and raw.strides == A.strides
+    full = full_path_calls(monkeypatch)
+    C = np.empty((4, 5), np.float32)
+    G.gemm(raw, B, C)
+    assert len(full) == (0 if path.endswith("numpy") else 1)   # (numpy's matmul copes itself)
+    assert_gemm_close(C, A, B, C, 1.0, 0.0, np.float32)
+
+
+def test_prepared_calls_follow_the_path_and_choices(rng, monkeypatch):
+    """The path is looked up at each call: set_backend after a layout was prepared takes effect,
+    and under 'auto' a class with no verdict (clear_choices) is timed again on the full path."""
+    try:
+        previous = G.set_backend("mkl")
+    except RuntimeError as e:
+        pytest.skip(f"MKL unavailable here: {e}")
+    try:
+        A, B = operand(rng, (70, 80), np.float32, "c"), operand(rng, (80, 90), np.float32, "c")
+        C = np.empty((70, 90), np.float32)
+        for name in ("mkl", "numpy", "mkl"):
+            G.set_backend(name)
+            seen = calls_of(monkeypatch, {"mkl": "_mkl_run", "numpy": "_numpy_gemm"}[name])
+            for _ in range(3):
+                G.gemm(A, B, C)
+                assert_gemm_close(C, A, B, C, 1.0, 0.0, np.float32)
+            assert len(seen) == 3   # every call on the path set (a spy stands in: it is called)
+            monkeypatch.undo()
+        G.set_backend("auto")
+        if G.backend_name() != "auto":
+            return
+        G.clear_choices()
+        monkeypatch.setattr(G, "SMALL_MACS", 0)
+        verdicts = []
+        monkeypatch.setattr(G, "_time_paths",
+                            lambda run_mkl, run_rival: verdicts.append(1) or "numpy")
+        for _ in range(3):
+            G.gemm(A, B, C)
+        G.clear_choices()
+        G.gemm(A, B, C)
+        assert len(verdicts) == 2
+        assert_gemm_close(C, A, B, C, 1.0, 0.0, np.float32)
+    finally:
+        G.clear_choices()
+        G.set_backend(previous)
+
+
+def test_prepared_calls_are_a_bounded_memo_cleared_with_the_caches(rng):
+    import neonlike
+    A, B = operand(rng, (3, 4), np.float32, "c"), operand(rng, (4, 5), np.float32, "c")
+    G.gemm(A, B, np.empty((3, 5), np.float32))
+    assert len(G._PREPARED) >= 1 and G._PREPARED.maxsize == G.MAX_PREPARED
+    neonlike.clear_caches()
+    assert len(G._PREPARED) == 0
+
+
+# ---------------------------------------------------------------------------------------------
 # batched_gemm
 # ---------------------------------------------------------------------------------------------
 

@@ -232,6 +232,17 @@ class Backend(HostOpsMixin, RNNOpsMixin):
 
     # ---------------------------------------------------------------- linear algebra and structure
     def dot(self, a: Any, b: Any, out: Any = None) -> Any:
+        if out is not None and isinstance(a, Tensor) and isinstance(b, Tensor) and \
+                isinstance(out, Tensor) and a.backend is self and b.backend is self and \
+                out.backend is self:
+            # `be.dot(A, B, out=C)` of 2-D tensors straight to the device's GEMM (compound_dot's
+            # path: no node, no statement; ~2.5 us of a small product's call)
+            sa, sb = a.shape, b.shape
+            if len(sa) == 2 and len(sb) == 2 and sa[1] == sb[0] and \
+                    out.shape == (sa[0], sb[1]):
+                fast = getattr(self, "_gemm", None)
+                if fast is not None and fast(a, b, out, 1.0, 0.0):
+                    return out
         return build(Op.DOT, a, b, out=out)
 
     def transpose(self, a: Any, axes: Sequence[int] | None = None, out: Any = None) -> Any:

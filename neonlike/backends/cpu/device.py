@@ -138,8 +138,8 @@ class NervanaCPU(CPURNNMixin, CPULRNMixin, CPUExtraOpsMixin, NNOpsMixin, Backend
 
     def _gemm(self, A: CPUTensor, B: CPUTensor, C: CPUTensor, alpha: float, beta: float) -> bool:
         """C = alpha * A @ B + beta * C straight through MKL (compound_dot's fast path); False
-        where the dtypes differ (the op-tree path then converts)."""
-        if not (A.dtype == B.dtype == C.dtype):
+        where the dtypes differ or are not floats (the op-tree path then converts)."""
+        if not (A.dtype == B.dtype == C.dtype) or A.dtype not in _GEMM_DTYPES:
             return False
         gemm(A._tensor, B._tensor, C._tensor, alpha, beta)
         return True
@@ -157,6 +157,7 @@ class NervanaCPU(CPURNNMixin, CPULRNMixin, CPUExtraOpsMixin, NNOpsMixin, Backend
 
 
 _FUSED: list = []
+_GEMM_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))  # gemm's
 
 
 def _fused() -> Any:

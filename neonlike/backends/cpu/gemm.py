@@ -999,7 +999,21 @@ def gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float = 1.0,
 
     One dtype for all three: float32, float64 or float16 (computed in float32). Shapes and
     dtypes are checked (ValueError; TypeError for non-arrays) before anything is written.
+
+    A call laid out as one before (the same shapes, strides and dtypes: a layer's, every step)
+    takes its checks and CBLAS arguments from _PREPARED: ~1.5 us of Python in front of the
+    library instead of ~4.5.
     """
+    if type(A) is _ND and type(B) is _ND and type(C) is _ND:
+        sig = (A.shape, A.strides, B.shape, B.strides, C.shape, C.strides, A.dtype, B.dtype,
+               C.dtype)
+        p = _PREPARED.get(sig)
+        if p:
+            if C.flags.writeable and alpha != 0 and _prepared_call(p, A, B, C, float(alpha),
+                                                                   float(beta)):
+                return C
+    else:
+        sig = p = None
     dt = _check_arrays("gemm", A, B, C)
     if A.ndim != 2 or B.ndim != 2 or C.ndim != 2:
         raise _shape_error("gemm", A, B, C, "2-D A (M, K), B (K, N), C (M, N)")
@@ -1014,7 +1028,97 @@ def gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float = 1.0,
         return C
     if K == 0 or alpha == 0:
         return _scale_only(C, beta)
-    return _run(A, B, C, dt, alpha, beta)
+    _run(A, B, C, dt, alpha, beta)
+    if p is None and sig is not None:
+        _PREPARED.put(sig, _prepared(A, B, C, dt, M, N, K) or False)
+    return C
+
+
+# ---------------------------------------------------------------------------------------------
+# Prepared calls: a layout seen before, its checks and CBLAS arguments kept
+# ---------------------------------------------------------------------------------------------
+
+_ND = np.ndarray
+MAX_PREPARED = 1024      # remembered call layouts (a layer's few GEMMs each)
+
+
+class _Prepared(NamedTuple):
+    """What gemm worked out for a call layout that passed its checks (2-D, native float32 or
+    float64, no size zero, every operand a view CBLAS takes as it is)."""
+    key: tuple           # the ShapeClass tuple of alpha 1, beta 0 (_prepared_call mends it)
+    e: int               # itemsize
+    M: int
+    N: int
+    K: int
+    args: tuple          # (ta, tb, m, n, lda, ldb, ldc, swap): swap is C column-major, where
+    #                      the call is C.T = B.T @ A.T (A's and B's places exchanged)
+    spans: tuple         # bytes each of A, B and C spans (the overlap test)
+
+
+_PREPARED = Memo("cpu.gemm_prepared", MAX_PREPARED)
+# the genuine path functions: a test's stand-in (looked up by name, _runner) is called instead
+# of the prepared BLAS call
+_GENUINE: dict = {}
+
+
+def _prepared(A: np.ndarray, B: np.ndarray, C: np.ndarray, dt: np.dtype, M: int, N: int,
+              K: int) -> _Prepared | None:
+    """The _Prepared of a checked call (sizes >= 1), or None where an operand is not a view
+    CBLAS takes as it is (copies, temps: the full path each time) or the dtype is float16."""
+    if dt == _F16:
+        return None
+    e = C.itemsize
+    la, lb, lc = (_operand_layout(A, M, K, e), _operand_layout(B, K, N, e),
+                  _operand_layout(C, M, N, e))
+    if la is None or lb is None or lc is None or max(M, N, K, la[1], lb[1], lc[1]) > 2**31 - 1:
+        return None
+    if lc[0] == _NO_TRANS:
+        args = (la[0], lb[0], M, N, la[1], lb[1], lc[1], False)
+    else:
+        args = (_FLIP[lb[0]], _FLIP[la[0]], N, M, lb[1], la[1], lc[1], True)
+    return _Prepared(_shape_class(A, B, C, 1, M, N, K, 1.0, 0.0), e, M, N, K, args,
+                     (_span(la, M, K, e), _span(lb, K, N, e), _span(lc, M, N, e)))
+
+
+def _prepared_call(p: _Prepared, A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float,
+                   beta: float) -> bool:
+    """Run a prepared call; False (nothing done) where the full path must: the path not yet
+    resolved or chosen for the class, a pending MKL confirmation, misaligned or overlapping
+    data."""
+    path = _State.resolved
+    if path == "auto":
+        M, N, K = p.M, p.N, p.K
+        if K > 1 and M * N * K <= SMALL_MACS:
+            path = "numpy"
+        else:
+            key = p.key if alpha == 1 and beta == 0 else p.key[:7] + (alpha == 1, beta == 0)
+            path = _State.choices.get(key)
+            if path is None or (path == "mkl" and key in _State.unconfirmed):
+                return False
+    elif path is None:
+        return False
+    run = _runner(path)
+    if run is _GENUINE.get(path):
+        lib = _State.mkl if path == "mkl" else _State.openblas if path == "openblas" else None
+        if lib is not None:
+            off = _PTR_OFFSET
+            if off is None:
+                return False
+            pa = _read_size_t(id(A) + off).value
+            pb = _read_size_t(id(B) + off).value
+            pc = _read_size_t(id(C) + off).value
+            e = p.e
+            sa, sb, sc = p.spans
+            if (pa | pb | pc) % e or (pa < pc + sc and pc < pa + sa) or \
+                    (pb < pc + sc and pc < pb + sb):
+                return False
+            ta, tb, m, n, lda, ldb, ldc, swap = p.args
+            if swap:
+                pa, pb = pb, pa
+            lib.gemm[e](_ROW_MAJOR, ta, tb, m, n, p.K, alpha, pa, lda, pb, ldb, beta, pc, ldc)
+            return True
+    run(A, B, C, alpha, beta)
+    return True
 
 
 def _mkl_run(A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float, beta: float) -> None:
@@ -1049,6 +1153,9 @@ _RUNNERS = {"mkl": "_mkl_run", "openblas": "_openblas_run", "numpy": "_numpy_gem
 
 def _runner(path: str) -> Callable[..., None]:
     return globals()[_RUNNERS[path]]
+
+
+_GENUINE.update({path: globals()[name] for path, name in _RUNNERS.items()})
 
 
 def _run(A: np.ndarray, B: np.ndarray, C: np.ndarray, dt: np.dtype, alpha: float,
