@@ -130,6 +130,7 @@ def finish(ctx: Context) -> None:
     try:
         from neonlike.backends.cpu import gemm as G
         table = G.choices()
+        splits = G.split_choices()
         path = G.backend_name()
     except Exception:  # noqa: BLE001 - the module's internals may change
         return
@@ -138,8 +139,15 @@ def finish(ctx: Context) -> None:
     elif table:
         ctx.notes.append("'auto' chose: " + "; ".join(
             f"{c.dtype} {c.m}x{c.n}x{c.k} {c.layout}" + ("" if c.batch == 1 else f" x{c.batch}")
-            + f" -> {p}" for c, p in table.items())
+            + f" -> {p}" + (_split_text(splits[c]) if p == "openblas" and c in splits else "")
+            for c, p in table.items())
             + " (m, n, k: power-of-two buckets, m/2 < M <= m)")
+
+
+def _split_text(split: tuple) -> str:
+    """' in 4-row calls' for an OpenBLAS class 'auto' cuts into small-kernel calls."""
+    along_m, step = split
+    return f" in {step}-{'row' if along_m else 'column'} calls"
 
 
 if __name__ == "__main__":

@@ -1048,6 +1048,98 @@ def test_auto_openblas_rival_first_call_does_not_lose_the_class(monkeypatch):
     assert len(rival_calls) == 1 + 1 + G.TIMING_RUNS + 2 * G.LONG_RUNS
 
 
+# ---------------------------------------------------------------------------------------------
+# OpenBLAS cut into small-kernel calls ('auto' times the cuts per class: _choose_split)
+# ---------------------------------------------------------------------------------------------
+
+def test_small_splits_fit_the_small_kernels():
+    assert OB.small_splits(100, 128, 784, 2) == [(True, 4), (True, 8), (False, 4), (False, 8)]
+    assert OB.small_splits(1024, 1024, 1024, 2) == []     # no call of 4 rows fits
+    for M, N, K, threads in [(256, 256, 256, 2), (32, 512, 512, 2), (300, 200, 100, 4),
+                             (7, 9, 11, 2), (64, 1024, 256, 8)]:
+        for along_m, step in OB.small_splits(M, N, K, threads):
+            dim, other = (M, N) if along_m else (N, M)
+            blocks = -(-dim // step)
+            assert step * other * K <= OB.SMALL_MACS
+            assert threads <= blocks <= OB.SPLIT_BLOCKS_MAX
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("ka,kb,kc", [("c", "c", "c"), ("t", "sub", "c"), ("c", "t", "f"),
+                                      ("subt", "f", "sub")])
+def test_openblas_split_calls_compute(rng, dtype, ka, kb, kc):
+    """Every small split of a product, on every CBLAS layout (C column-major: the call's M and N
+    exchanged), with alpha and beta: the float64 product."""
+    if not OB.available():
+        pytest.skip("scipy-openblas32 is not installed")
+    G.backend_name()
+    lib = OB.library()
+    M, K, N = 37, 23, 45
+    A, B = operand(rng, (M, K), dtype, ka), operand(rng, (K, N), dtype, kb)
+    views = {"c": lambda x: x, "f": np.asfortranarray, "sub": lambda x: np.pad(x, 1)[1:-1, 1:-1]}
+    splits = OB.small_splits(M, N, K, 2) + OB.small_splits(N, M, K, 2)
+    assert len(splits) >= 6
+    for split in splits:
+        C = views[kc](rng.standard_normal((M, N)).astype(dtype))
+        C0 = C.copy()
+        G._blas_gemm(lib, A, B, C, M, N, K, -0.5, 1.5, split)
+        assert_gemm_close(C, A, B, C0, -0.5, 1.5, dtype)
+
+
+@pytest.mark.parametrize("times,want", [
+    ([100, 90, 96], (True, 4)),      # the fastest small split, 10% faster
+    ([100, 97, 91], (False, 8)),
+    ([100, 96, 97], None),           # within SPLIT_MARGIN of the packed split: keep it
+    ([100, None, 80], (False, 8)),   # a candidate too slow to time is skipped
+    ([None, 10, 10], None),          # the packed split too slow to time: keep it
+])
+def test_choose_split_takes_the_fastest_cut_by_a_margin(monkeypatch, rng, times, want):
+    if not OB.available():
+        pytest.skip("scipy-openblas32 is not installed")
+    G.backend_name()
+    monkeypatch.setattr(G._State, "openblas", OB.library())
+    monkeypatch.setattr(OB, "small_splits", lambda M, N, K, threads: [(True, 4), (False, 8)])
+    monkeypatch.setattr(G, "_settle", lambda: None)
+    queue = [t if t is None else t * 1e-6 for t in times]
+    monkeypatch.setattr(G, "_best_of", lambda run: queue.pop(0))
+    A, B = operand(rng, (20, 30), np.float32, "c"), operand(rng, (30, 40), np.float32, "c")
+    T = np.empty((20, 40), np.float32)
+    assert G._choose_split(A, B, T, 20, 40, 30, 1.0, 0.0) == want
+    assert queue == [] or times[0] is None
+    monkeypatch.setattr(OB, "small_splits", lambda M, N, K, threads: [])
+    assert G._choose_split(A, B, T, 20, 40, 30, 1.0, 0.0) is None
+
+
+def test_auto_runs_a_class_in_the_split_it_chose(auto, rng, monkeypatch):
+    """Under 'auto' against OpenBLAS, a class whose small split won runs every call in it, the
+    prepared ones too, and right; clear_choices forgets it."""
+    if not OB.available():
+        pytest.skip("scipy-openblas32 is not installed")
+    monkeypatch.setattr(G._State, "rival", "openblas")
+    monkeypatch.setattr(G._State, "openblas", OB.library())
+    monkeypatch.setattr(G, "SMALL_MACS", 0)
+    monkeypatch.setattr(G, "_choose_split", lambda *args: (False, 8))
+    monkeypatch.setattr(G, "_time_paths", lambda run_mkl, run_rival: "openblas")
+    seen = []
+    lib = OB.library()
+    real = lib.split[4]
+
+    def spy(*args):
+        seen.append(args[:2])
+        return real(*args)
+    monkeypatch.setitem(lib.split, 4, spy)
+    A, B = operand(rng, (50, 40), np.float32, "c"), operand(rng, (40, 60), np.float32, "c")
+    for _ in range(4):
+        C = np.empty((50, 60), np.float32)
+        G.gemm(A, B, C)
+        assert_gemm_close(C, A, B, C, 1.0, 0.0, np.float32)
+    assert seen == [(False, 8)] * 4
+    cls = G.ShapeClass("gemm", "float32", 1, 64, 64, 64, "NN>N", True, True)
+    assert G.split_choices() == {cls: (False, 8)}
+    G.clear_choices()
+    assert G.split_choices() == {} and len(G._State.splits) == 0
+
+
 def test_best_of_warms_up_then_takes_the_fastest_call():
     calls = []
     best = G._best_of(lambda: calls.append(sum(range(2000))))

@@ -44,6 +44,7 @@ import numpy as np
 from ...memo import Memo
 
 __all__ = ["gemm", "batched_gemm", "backend_name", "set_backend", "choices", "clear_choices",
+           "split_choices",
            "ShapeClass", "set_num_threads", "get_num_threads", "mkl_library_path",
            "kernel_gemm_pointers", "ENV_VAR"]
 
@@ -225,6 +226,9 @@ class _State:
     choices = Memo("cpu.gemm_choices", MAX_CHOICES)  # ShapeClass tuple -> 'mkl' or 'numpy'
     # class MKL won once against OpenBLAS -> its calls before it is timed again
     unconfirmed = Memo("cpu.gemm_unconfirmed", MAX_CHOICES)
+    # class -> how OpenBLAS cuts a call into small-kernel calls ((along M, step), openblas'
+    # small_splits), or None: its packed kernels, a block a thread (_choose_split)
+    splits = Memo("cpu.gemm_splits", MAX_CHOICES)
 
 
 def prefer_tbb_threading() -> str | None:
@@ -536,9 +540,11 @@ def _span(lay: tuple[int, int], r: int, c: int, e: int) -> int:
 
 
 def _blas_gemm(lib: Any, A: np.ndarray, B: np.ndarray, C: np.ndarray, M: int, N: int, K: int,
-               alpha: float, beta: float) -> None:
+               alpha: float, beta: float, split: tuple | None = None) -> None:
     """C = alpha A @ B + beta C through lib's cblas_?gemm (lib: the bound MKL, or the OpenBLAS
-    of openblas.py, which takes the same arguments); dtype float32/float64, M, N, K >= 1."""
+    of openblas.py, which takes the same arguments); dtype float32/float64, M, N, K >= 1.
+    `split` (OpenBLAS only): the CBLAS call cut into small-kernel calls (openblas.small_splits),
+    where C is written in place."""
     e = C.itemsize
     lc = _operand_layout(C, M, N, e)
     if lc is None:
@@ -566,11 +572,14 @@ def _blas_gemm(lib: Any, A: np.ndarray, B: np.ndarray, C: np.ndarray, M: int, N:
     if lib.lp64 and max(M, N, K, la[1], lb[1], lc[1]) > 2**31 - 1:
         raise ValueError(f"gemm: dimensions {M}x{N}x{K} exceed this BLAS's 32-bit integers")
     if lc[0] == _NO_TRANS:
-        lib.gemm[e](_ROW_MAJOR, la[0], lb[0], M, N, K, alpha, pa, la[1], pb, lb[1],
-                    beta, pc, lc[1])
+        args = (_ROW_MAJOR, la[0], lb[0], M, N, K, alpha, pa, la[1], pb, lb[1], beta, pc, lc[1])
     else:  # C is column-major: C.T = B.T @ A.T
-        lib.gemm[e](_ROW_MAJOR, _FLIP[lb[0]], _FLIP[la[0]], N, M, K, alpha, pb, lb[1],
-                    pa, la[1], beta, pc, lc[1])
+        args = (_ROW_MAJOR, _FLIP[lb[0]], _FLIP[la[0]], N, M, K, alpha, pb, lb[1], pa, la[1],
+                beta, pc, lc[1])
+    if split is None:
+        lib.gemm[e](*args)
+    else:
+        lib.split[e](*split, *args)
 
 
 def _blas_gemm_via_temp(lib: Any, A: np.ndarray, B: np.ndarray, C: np.ndarray, M: int, N: int,
@@ -967,11 +976,59 @@ def _timed(key: tuple, A: np.ndarray, B: np.ndarray, C: np.ndarray, nb: int, M: 
         T = _scratch(cc, (nb,) if C.ndim == 3 else (), M, N, C.dtype, False)
         rep = None
     rival = _runner(_State.rival)
+    if _State.rival == "openblas" and rep is None and C.ndim == 2:
+        _State.splits.put(key, _choose_split(A, B, T, M, N, K, alpha, beta))
     path = _time_paths(lambda: _mkl_run(A, B, T, alpha, beta),
                        lambda: rival(A, B, T, alpha, beta))
     if rep is not None:
         _remember(rep, path)
     return path
+
+
+SPLIT_MARGIN = 0.95      # a small split replaces OpenBLAS's packed split at 5% faster
+
+
+def _choose_split(A: np.ndarray, B: np.ndarray, T: np.ndarray, M: int, N: int, K: int,
+                  alpha: float, beta: float) -> tuple | None:
+    """How OpenBLAS should cut this call (2-D, written into T): the fastest of its packed split
+    and the small-kernel splits that fit (openblas.small_splits, on the CBLAS call's M and N),
+    each the fastest of TIMING_RUNS calls after a warm-up; None (the packed split) unless a
+    small one takes under SPLIT_MARGIN of its time, or where none fits or an operand would be
+    copied."""
+    e = T.itemsize
+    la, lb, lc = (_operand_layout(A, M, K, e), _operand_layout(B, K, N, e),
+                  _operand_layout(T, M, N, e))
+    if la is None or lb is None or lc is None or _State.openblas is None:
+        return None
+    import numba
+    from . import openblas
+    m, n = (M, N) if lc[0] == _NO_TRANS else (N, M)
+    candidates = openblas.small_splits(m, n, K, numba.get_num_threads())
+    if not candidates:
+        return None
+    lib = _State.openblas
+    _settle()
+
+    def packed_call() -> None:
+        _blas_gemm(lib, A, B, T, M, N, K, alpha, beta)
+    packed_call()     # (a process's first call also loads tiles' cached kernel, ~0.3 s)
+    packed = _best_of(packed_call)
+    if packed is None:
+        return None
+    best, found = SPLIT_MARGIN * packed, None
+    for split in candidates:
+        took = _best_of(lambda: _blas_gemm(lib, A, B, T, M, N, K, alpha, beta, split))
+        if took is not None and took < best:
+            best, found = took, split
+    return found
+
+
+def split_choices() -> dict[ShapeClass, tuple]:
+    """The shape classes whose OpenBLAS calls 'auto' cuts into small-kernel calls, each with its
+    (along M, rows or columns a call) of the CBLAS call (openblas.small_splits)."""
+    with _State.lock:
+        table = [(k, v) for k, v in _State.splits.items() if v is not None]
+    return {ShapeClass(op, np.dtype(char).name, *rest): v for (op, char, *rest), v in table}
 
 
 def choices() -> dict[ShapeClass, str]:
@@ -987,6 +1044,7 @@ def clear_choices() -> None:
     with _State.lock:
         _State.choices.clear()
         _State.unconfirmed.clear()
+        _State.splits.clear()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1086,12 +1144,12 @@ def _prepared_call(p: _Prepared, A: np.ndarray, B: np.ndarray, C: np.ndarray, al
     resolved or chosen for the class, a pending MKL confirmation, misaligned or overlapping
     data."""
     path = _State.resolved
+    key = p.key if alpha == 1 and beta == 0 else p.key[:7] + (alpha == 1, beta == 0)
     if path == "auto":
         M, N, K = p.M, p.N, p.K
         if K > 1 and M * N * K <= SMALL_MACS:
             path = "numpy"
         else:
-            key = p.key if alpha == 1 and beta == 0 else p.key[:7] + (alpha == 1, beta == 0)
             path = _State.choices.get(key)
             if path is None or (path == "mkl" and key in _State.unconfirmed):
                 return False
@@ -1115,7 +1173,13 @@ def _prepared_call(p: _Prepared, A: np.ndarray, B: np.ndarray, C: np.ndarray, al
             ta, tb, m, n, lda, ldb, ldc, swap = p.args
             if swap:
                 pa, pb = pb, pa
-            lib.gemm[e](_ROW_MAJOR, ta, tb, m, n, p.K, alpha, pa, lda, pb, ldb, beta, pc, ldc)
+            split = _State.splits.get(key) if path == "openblas" and _State.splits else None
+            if split is None:
+                lib.gemm[e](_ROW_MAJOR, ta, tb, m, n, p.K, alpha, pa, lda, pb, ldb, beta, pc,
+                            ldc)
+            else:
+                lib.split[e](*split, _ROW_MAJOR, ta, tb, m, n, p.K, alpha, pa, lda, pb, ldb,
+                             beta, pc, ldc)
             return True
     run(A, B, C, alpha, beta)
     return True
@@ -1128,7 +1192,15 @@ def _mkl_run(A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float, beta: fl
 
 def _openblas_run(A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float,
                   beta: float) -> None:
-    """The OpenBLAS path (openblas.py: single-threaded calls, one per task of numba's pool)."""
+    """The OpenBLAS path (openblas.py: single-threaded calls, one per task of numba's pool),
+    a 2-D call cut as 'auto' chose for its class where it chose a small split."""
+    if C.ndim == 2 and _State.splits:
+        nb, M, N, K = _dims(A, C)
+        key = _shape_class(A, B, C, 1, M, N, K, alpha, beta)
+        split = _State.splits.get(key) if key is not None else None
+        if split is not None:
+            _blas_gemm(_State.openblas, A, B, C, M, N, K, alpha, beta, split)
+            return
     _blas_run(_State.openblas, A, B, C, alpha, beta)
 
 

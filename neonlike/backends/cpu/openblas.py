@@ -78,6 +78,28 @@ def _blocks(nb: int, M: int, N: int, K: int) -> tuple[bool, int]:
     return split_m, blocks
 
 
+SPLIT_STEPS = (4, 8, 16, 32)   # rows or columns a call of a small split takes
+SPLIT_BLOCKS_MAX = 64           # calls a split makes at most
+
+
+def small_splits(M: int, N: int, K: int, threads: int) -> list[tuple[bool, int]]:
+    """The ways to cut a row-major M x N x K product into calls that OpenBLAS runs in its
+    small-matrix kernels (at most SMALL_MACS each, which pack neither operand), as (along M,
+    rows or columns a call): every SPLIT_STEPS step that fits, with at least `threads` and at
+    most SPLIT_BLOCKS_MAX calls. Which is fastest, and whether any beats the packed kernels
+    split in `threads` blocks, depends on the shape beyond any rule seen here (one thread
+    each, 2-core Zen 4, against the packed split: 256^3 1.27x in 8-row calls, 0.61x in 8-column
+    ones; 32x512x512 1.64x in 32-column calls; 64x1024x256 0.39x in 16-column calls, 1.13x in
+    32-column ones), so gemm's 'auto' times them per shape class (gemm._choose_split)."""
+    out = []
+    for along_m, dim, other in ((True, M, N), (False, N, M)):
+        for step in SPLIT_STEPS:
+            blocks = -(-dim // step)
+            if step * other * K <= SMALL_MACS and threads <= blocks <= SPLIT_BLOCKS_MAX:
+                out.append((along_m, step))
+    return out
+
+
 class _OpenBLAS:
     """The bound library: gemm[e] / batch[e] callables with MKL's CBLAS arguments."""
 
@@ -96,6 +118,7 @@ class _OpenBLAS:
                 ctypes.cast(fn, ctypes.c_void_p).value)
         self.gemm = {e: self._gemm_of(e) for e in self.cblas}
         self.batch = {e: self._batch_of(e) for e in self.cblas}
+        self.split = {e: self._split_of(e) for e in self.cblas}
         self._pointers: tuple | None = None
 
     @property
@@ -117,6 +140,18 @@ class _OpenBLAS:
                 tiles(fn, ta, tb, M, N, K, alpha, pa, lda, 0, pb, ldb, 0, beta, pc, ldc, 0, 1,
                       e, split_m, blocks)
         return gemm
+
+    def _split_of(self, e: int) -> Any:
+        fn = self.cblas[e]
+
+        def split(along_m, step, layout, ta, tb, M, N, K, alpha, pa, lda, pb, ldb, beta, pc,
+                  ldc) -> None:
+            """gemm's call cut into blocks of about `step` rows (along_m) or columns, one
+            single-threaded call each, on numba's pool (small_splits)."""
+            blocks = -(-(M if along_m else N) // step)
+            tiles(fn, ta, tb, M, N, K, alpha, pa, lda, 0, pb, ldb, 0, beta, pc, ldc, 0, 1, e,
+                  along_m, blocks)
+        return split
 
     def _batch_of(self, e: int) -> Any:
         fn = self.cblas[e]
