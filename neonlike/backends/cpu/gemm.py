@@ -23,7 +23,10 @@ the batch, the operands' transposition pattern, whether alpha is 1 and beta 0: s
 short calls after which numpy's OpenBLAS pool spins on; long calls are judged by their medians:
 see `_time_paths`; against OpenBLAS ties go to OpenBLAS, and a class MKL wins is timed again
 after CONFIRM_AFTER calls: MKL keeps it only by winning twice); `choices()` shows the table,
-`clear_choices()` empties it. Without MKL every
+`clear_choices()` empties it. Against OpenBLAS, 'auto' also times OpenBLAS cut into calls its
+small-matrix kernels run (openblas.small_splits) against its packed split, and runs a class in
+the cut that won by 5% (`split_choices()`). A call laid out as one before (shapes, strides,
+dtypes) skips the checks and layout work (_PREPARED). Without MKL every
 call takes OpenBLAS, else numpy. Nothing is loaded at import: MKL's runtime (libmkl_rt from the
 pip `mkl` package) and OpenBLAS are found and bound on the first call.
 """

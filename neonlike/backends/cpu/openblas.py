@@ -11,6 +11,10 @@ parallel region that cuts C into row or column blocks (`tiles`). So:
   call; see gemm._time_paths), and its tasks run on the pool numba's kernels and MKL's TBB
   layer already share.
 
+Where a product is small enough, its calls may instead be cut into many calls that OpenBLAS
+runs in its small-matrix kernels (`small_splits`, `split[itemsize]`), as gemm's 'auto' chooses by
+timing per shape class.
+
 `library()` binds it on first use (RuntimeError naming the package where it is missing).
 Its `gemm[itemsize]` and `batch[itemsize]` take MKL's row-major CBLAS arguments, so gemm.py's
 layout code drives both libraries; `pointers` are what Numba kernels that call a GEMM per task
