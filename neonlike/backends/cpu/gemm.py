@@ -542,6 +542,16 @@ def _span(lay: tuple[int, int], r: int, c: int, e: int) -> int:
     return ((r - 1) * lay[1] + c) * e if lay[0] == _NO_TRANS else ((c - 1) * lay[1] + r) * e
 
 
+def _cblas_form(la: tuple[int, int], lb: tuple[int, int], lc: tuple[int, int], M: int,
+                N: int) -> tuple:
+    """(ta, tb, m, n, lda, ldb, ldc, swap): the row-major CBLAS call of A (M, K) @ B (K, N)
+    into C from the operands' layouts; swap where C is column-major and the call is C.T =
+    B.T @ A.T (A's and B's pointers exchanged)."""
+    if lc[0] == _NO_TRANS:
+        return la[0], lb[0], M, N, la[1], lb[1], lc[1], False
+    return _FLIP[lb[0]], _FLIP[la[0]], N, M, lb[1], la[1], lc[1], True
+
+
 def _blas_gemm(lib: Any, A: np.ndarray, B: np.ndarray, C: np.ndarray, M: int, N: int, K: int,
                alpha: float, beta: float, split: tuple | None = None) -> None:
     """C = alpha A @ B + beta C through lib's cblas_?gemm (lib: the bound MKL, or the OpenBLAS
@@ -574,11 +584,10 @@ def _blas_gemm(lib: Any, A: np.ndarray, B: np.ndarray, C: np.ndarray, M: int, N:
         return _blas_gemm_via_temp(lib, A, B, C, M, N, K, alpha, beta)
     if lib.lp64 and max(M, N, K, la[1], lb[1], lc[1]) > 2**31 - 1:
         raise ValueError(f"gemm: dimensions {M}x{N}x{K} exceed this BLAS's 32-bit integers")
-    if lc[0] == _NO_TRANS:
-        args = (_ROW_MAJOR, la[0], lb[0], M, N, K, alpha, pa, la[1], pb, lb[1], beta, pc, lc[1])
-    else:  # C is column-major: C.T = B.T @ A.T
-        args = (_ROW_MAJOR, _FLIP[lb[0]], _FLIP[la[0]], N, M, K, alpha, pb, lb[1], pa, la[1],
-                beta, pc, lc[1])
+    ta, tb, m, n, lda, ldb, ldc, swap = _cblas_form(la, lb, lc, M, N)
+    if swap:
+        pa, pb = pb, pa
+    args = (_ROW_MAJOR, ta, tb, m, n, K, alpha, pa, lda, pb, ldb, beta, pc, ldc)
     if split is None:
         lib.gemm[e](*args)
     else:
@@ -1005,7 +1014,7 @@ def _choose_split(A: np.ndarray, B: np.ndarray, T: np.ndarray, M: int, N: int, K
         return None
     import numba
     from . import openblas
-    m, n = (M, N) if lc[0] == _NO_TRANS else (N, M)
+    m, n = _cblas_form(la, lb, lc, M, N)[2:4]
     candidates = openblas.small_splits(m, n, K, numba.get_num_threads())
     if not candidates:
         return None
@@ -1111,8 +1120,7 @@ class _Prepared(NamedTuple):
     M: int
     N: int
     K: int
-    args: tuple          # (ta, tb, m, n, lda, ldb, ldc, swap): swap is C column-major, where
-    #                      the call is C.T = B.T @ A.T (A's and B's places exchanged)
+    args: tuple          # the CBLAS call's (ta, tb, m, n, lda, ldb, ldc, swap): _cblas_form
     spans: tuple         # bytes each of A, B and C spans (the overlap test)
 
 
@@ -1133,11 +1141,8 @@ def _prepared(A: np.ndarray, B: np.ndarray, C: np.ndarray, dt: np.dtype, M: int,
                   _operand_layout(C, M, N, e))
     if la is None or lb is None or lc is None or max(M, N, K, la[1], lb[1], lc[1]) > 2**31 - 1:
         return None
-    if lc[0] == _NO_TRANS:
-        args = (la[0], lb[0], M, N, la[1], lb[1], lc[1], False)
-    else:
-        args = (_FLIP[lb[0]], _FLIP[la[0]], N, M, lb[1], la[1], lc[1], True)
-    return _Prepared(_shape_class(A, B, C, 1, M, N, K, 1.0, 0.0), e, M, N, K, args,
+    return _Prepared(_shape_class(A, B, C, 1, M, N, K, 1.0, 0.0), e, M, N, K,
+                     _cblas_form(la, lb, lc, M, N),
                      (_span(la, M, K, e), _span(lb, K, N, e), _span(lc, M, N, e)))
 
 
@@ -1173,6 +1178,7 @@ def _prepared_call(p: _Prepared, A: np.ndarray, B: np.ndarray, C: np.ndarray, al
             if (pa | pb | pc) % e or (pa < pc + sc and pc < pa + sa) or \
                     (pb < pc + sc and pc < pb + sb):
                 return False
+            # (the overlap test and the call are _blas_gemm's, inline: this is the hot path)
             ta, tb, m, n, lda, ldb, ldc, swap = p.args
             if swap:
                 pa, pb = pb, pa
