@@ -327,12 +327,25 @@ def test_trains_in_a_model(make, head):
 
 
 # ---------------------------------------------------------------- the CPU's fused LSTM sequence
-@pytest.fixture(params=["mkl", "openblas"])
-def kernel_blas(request):
-    """The GEMM path whose single-threaded sgemm the fused sequence kernels call in each task
-    (gemm.kernel_gemm_pointers): MKL's or OpenBLAS's (skipped where not installed)."""
+@pytest.fixture(params=["tiles", "mkl", "openblas"])
+def kernel_blas(request, monkeypatch):
+    """How the fused sequence kernels run their recurrent GEMMs: as register tiles
+    (rnn_kernels.lstm_*_tiles; skipped where tiles.TILE is None), or through the GEMM path's
+    single-threaded sgemm called in each task (gemm.kernel_gemm_pointers): MKL's or OpenBLAS's
+    (skipped where not installed)."""
     from neonlike.backends.cpu import gemm as cpu_gemm
     from neonlike.backends.cpu import openblas
+    from neonlike.backends.cpu import rnn as cpu_rnn
+    if request.param == "tiles":
+        if cpu_rnn._kernels() is None:
+            pytest.skip("the fused sequence needs numba")
+        from neonlike.backends.cpu import tiles
+        if tiles.TILE is None:
+            pytest.skip("no register tile for this host")
+        monkeypatch.setattr(cpu_rnn, "TILES", True)
+        yield request.param
+        return
+    monkeypatch.setattr(cpu_rnn, "TILES", False)
     if request.param == "openblas" and not openblas.available():
         pytest.skip("scipy-openblas32 is not installed")
     try:
@@ -350,23 +363,30 @@ def kernel_blas(request):
     cpu_gemm.set_backend(previous)
 
 
+@pytest.mark.parametrize("dims", [(6, 16, 3), (5, 21, 53)], ids=["16x3", "21x53"])
 @pytest.mark.parametrize("call_macs", [None, 150, 500])
 @pytest.mark.parametrize("steps", [1, 6])
 @pytest.mark.parametrize("cls", [LSTM, BiLSTM])
 def test_float32_lstm_runs_its_steps_as_one_kernel(monkeypatch, cls, steps, kernel_blas,
-                                                    call_macs):
+                                                    call_macs, dims):
     """float32 LSTM / BiLSTM (the backward half's steps run right to left) take the CPU's fused
     sequence kernels, with a starting state and carried state, on MKL's and OpenBLAS's sgemm;
     values and gradients match the float64 layer (the per-step path, checked against central
     differences above) to float32 precision, the starting state's errors included, and the
-    kernels are the ones that ran. call_macs:
+    kernels are the ones that ran. dims (inputs, units, batch): 21 units by a batch of 53 take
+    the tiles' every part (on AVX-512: a task's 10 or 11 units as a full 8-row panel and single
+    rows; 53 columns as a 32-column tile, a 16-column one and 5 in a loop). call_macs:
     the bound on a GEMM call's size (the library's own, or small enough that the forward's
     (150: 3 rows, batch 3 by 16 units) or the backward's (500: 2 rows, batch 3 by 64) calls are
     cut into several)."""
     from neonlike.backends.cpu import rnn as cpu_rnn
     from neonlike.backends.cpu import gemm as cpu_gemm
-    if cpu_rnn._kernels() is None or cpu_gemm.kernel_gemm_pointers() is None:
+    if cpu_rnn._kernels() is None or (kernel_blas != "tiles" and
+                                      cpu_gemm.kernel_gemm_pointers() is None):
         pytest.skip("the fused sequence needs numba and MKL or OpenBLAS")
+    if call_macs is not None and (kernel_blas == "tiles" or dims[2] != 3):
+        pytest.skip("no GEMM calls to bound" if kernel_blas == "tiles" else
+                    "the bounds are set for the batch of 3")
     if call_macs is not None:
         monkeypatch.setattr(cpu_gemm, "kernel_gemm_call_macs", lambda: call_macs)
     ran = []
@@ -375,10 +395,11 @@ def test_float32_lstm_runs_its_steps_as_one_kernel(monkeypatch, cls, steps, kern
     def spy(*args):
         found = plan(*args)
         ran.append((args[2][0], found is not None))
+        assert found is None or (found[1] is None) == (kernel_blas == "tiles")
         return found
     monkeypatch.setattr(cpu_rnn, "_sequence_plan", spy)
     rng = np.random.default_rng(7)
-    nin, nout, n = 6, 16, 3
+    nin, nout, n = dims
     layers = {}
     for dt in (np.float64, np.float32):
         be = gen_backend("cpu", datatype=dt, batch_size=n, rng_seed=0)

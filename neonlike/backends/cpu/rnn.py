@@ -102,6 +102,10 @@ class CPURNNMixin:
         if plan is None:
             return super().compound_lstm_fprop_steps(W_recur, S, activation, gate_activation)
         k, ptrs, W, views, (h0, c0), T, N, tasks, macs = plan
+        if ptrs is None:
+            k.lstm_fprop_tiles(_packed(S, W), W, *views[0], h0, c0, *views[1], *views[2],
+                               *views[3], W.shape[1], N, T, tasks)
+            return
         k.lstm_fprop_seq(*ptrs, W, *views[0], h0, c0, *views[1], *views[2], *views[3],
                          W.shape[1], N, T, tasks, _max_rows(macs, N, W.shape[1]))
 
@@ -123,15 +127,20 @@ class CPURNNMixin:
                      a.flags.c_contiguous for a in starts)
         if not direct:      # the kernel's start errors go to scratch; the generic ones below
             starts = [np.empty((n, N), _F32) for _ in range(2)]
-        k.lstm_bprop_seq(*ptrs, W, *dh, *cd, *ifog, c0, *c, *ca, *ifd, n, N, T, tasks,
-                         _max_rows(macs, N, W.shape[0]), *starts)
+        if ptrs is None:
+            k.lstm_bprop_tiles(_packed(S, W), W, *dh, *cd, *ifog, c0, *c, *ca, *ifd, n, N, T,
+                               tasks, *starts)
+        else:
+            k.lstm_bprop_seq(*ptrs, W, *dh, *cd, *ifog, c0, *c, *ca, *ifd, n, N, T, tasks,
+                             _max_rows(macs, N, W.shape[0]), *starts)
         if not direct:
             self._lstm_start_errors(W_recur_T, S, h0_err, c0_err)
 
 
 def _sequence_plan(W_recur: Any, S: dict, keys: tuple, transposed: bool) -> tuple | None:
     """What lstm_fprop_seq / lstm_bprop_seq take, or None where they cannot run: the GEMM
-    path's kernel pointers (gemm.kernel_gemm_pointers); W (4n, n) C-ordered float32 (W_recur
+    path's kernel pointers (gemm.kernel_gemm_pointers), None where the tile kernels
+    (lstm_fprop_tiles / lstm_bprop_tiles) run instead (_tiles); W (4n, n) C-ordered float32 (W_recur
     itself, or the array under W_recur.T when `transposed`); per key of S, (root, r0, c0,
     column step) of its step views; the starting state h0, c0 as C-ordered float32 (n, N)
     arrays (h_prev and c_prev must be them, then h's and c's steps); the step count, the
@@ -141,9 +150,9 @@ def _sequence_plan(W_recur: Any, S: dict, keys: tuple, transposed: bool) -> tupl
     if k is None or len(S["h"]) == 0:
         return None
     from .gemm import kernel_gemm_pointers
-    ptrs = kernel_gemm_pointers()
+    ptrs = None if _tiles() else kernel_gemm_pointers()
     W = getattr(W_recur, "_tensor", None)
-    if ptrs is None or W is None:
+    if (ptrs is None and not _tiles()) or W is None:
         return None
     W = W.T if transposed else W
     if W.dtype != _F32 or W.ndim != 2 or not W.flags.c_contiguous or W.shape[0] != 4 * W.shape[1]:
@@ -159,6 +168,28 @@ def _sequence_plan(W_recur: Any, S: dict, keys: tuple, transposed: bool) -> tupl
     from .gemm import kernel_gemm_call_macs
     return k, ptrs, W, views, starts, T, N, max(1, min(numba.get_num_threads(), W.shape[1])), \
         kernel_gemm_call_macs()
+
+
+TILES = True     # the tile kernels where tiles.TILE is set (tests switch it off for the BLAS ones)
+
+
+def _tiles() -> bool:
+    """Whether the sequences run as register tiles (rnn_kernels.lstm_*_tiles): TILES, and a
+    tile shape for this host (tiles.TILE; numba installed, as _kernels found)."""
+    if not TILES:
+        return False
+    from . import tiles
+    return tiles.TILE is not None
+
+
+def _packed(S: dict, W: np.ndarray) -> np.ndarray:
+    """The tile kernels' buffer for W's packed panels, one per S and W's size (the kernel
+    fills it on each call: W changes between calls)."""
+    memo = S.setdefault("_sequence_plans", {})
+    buf = memo.get(("packed", W.size))
+    if buf is None:
+        buf = memo[("packed", W.size)] = np.empty(W.size, _F32)
+    return buf
 
 
 def _max_rows(macs: int, N: int, K: int) -> int:

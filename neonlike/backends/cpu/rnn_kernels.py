@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from numba import njit, prange
 
+from . import tiles
 from .vecmath import sig32, tanh32
 
 _FMA = {"contract"}
@@ -190,6 +191,89 @@ def lstm_bprop_seq(gemm, local, W, dh, dr, dc, dcs, cd, er, ec, ecs, ifog, ir, i
         u0, u1 = task * n // tasks, (task + 1) * n // tasks
         if u1 > u0:
             _errors_back(gemm, local, W, ifd, gr, gc, h0e, 0, 0, 0.0, n, N, u0, u1, rmax)
+        for r in range(u0, u1):
+            out, cdel, f = c0e[r], cd[er + r, ec:ec + N], ifog[ir + n + r, ic:ic + N]
+            for j in range(N):
+                out[j] = cdel[j] * f[j]
+
+
+# ---------------------------------------------------------------- register-tile sequences
+# The same sequences with the recurrent GEMM as register tiles (tiles.py) over W packed once a
+# call, each task its own units' panels: no library call a step, and the GEMM at the core's
+# peak where the BLAS's small-matrix kernels ran at ~60% of it. A task takes its units
+# tiles.ROWS at a time, the GEMM's rows for them (four gate panels forward, one backward) and
+# then their pointwise work, while the rows are still in cache. P holds the packed panels:
+# forward (4n * n) with unit u's four gate panels from 4 * u * n, backward (n * 4n) with W.T's
+# rows from u * 4n.
+
+@njit(parallel=True, cache=True, fastmath=_FMA)
+def lstm_fprop_tiles(P, W, ifog, ir, ic, ics, h0, c0, h, hr, hc, hcs, c, cr, cc, ccs,
+                     ca, ar, ac, acs, n, N, T, tasks):
+    """lstm_fprop_seq with the recurrent GEMM as register tiles over P (filled here)."""
+    MR = tiles.ROWS
+    for task in prange(tasks):
+        u0, u1 = task * n // tasks, (task + 1) * n // tasks
+        for u in range(u0, u1, MR):
+            mr = min(MR, u1 - u)
+            for gate in range(4):
+                tiles.pack_panel(W, gate * n + u, mr, False, P, (4 * u + gate * mr) * n)
+    flat_ifog, flat_h, flat_h0 = ifog.reshape(ifog.size), h.reshape(h.size), h0.reshape(h0.size)
+    li, lh = ifog.shape[1], h.shape[1]
+    for t in range(T):
+        for task in prange(tasks):
+            u0, u1 = task * n // tasks, (task + 1) * n // tasks
+            gi, hi, ci, ai = ic + t * ics, hc + t * hcs, cc + t * ccs, ac + t * acs
+            if t == 0:
+                hp, hoff, ldh, cp, pr, pc = flat_h0, 0, N, c0, 0, 0
+            else:
+                hp, hoff, ldh, cp, pr, pc = flat_h, hr * lh + hi - hcs, lh, c, cr, ci - ccs
+            for u in range(u0, u1, MR):
+                mr = min(MR, u1 - u)
+                for gate in range(4):
+                    tiles.panel_gemm(n, P, (4 * u + gate * mr) * n, mr, hp, hoff, ldh,
+                                     flat_ifog, (ir + gate * n + u) * li + gi, li, N, 1.0)
+                _fprop_rows(ifog, ir, gi, cp, pr, pc, c, cr, ci, ca, ar, ai, h, hr, hi, n, N,
+                            u, u + mr)
+
+
+@njit(parallel=True, cache=True, fastmath=_FMA)
+def lstm_bprop_tiles(P, W, dh, dr, dc, dcs, cd, er, ec, ecs, ifog, ir, ic, ics, c0, c, cr,
+                     cc, ccs, ca, ar, ac, acs, ifd, gr, gc, gcs, n, N, T, tasks, h0e, c0e):
+    """lstm_bprop_seq with the errors sent back in time as register tiles over P (filled
+    here from W, the (4n, n) array under W_recur.T)."""
+    MR = tiles.ROWS
+    K = 4 * n
+    for task in prange(tasks):
+        u0, u1 = task * n // tasks, (task + 1) * n // tasks
+        for u in range(u0, u1, MR):
+            tiles.pack_panel(W, u, min(MR, u1 - u), True, P, u * K)
+    flat_dh, flat_ifd, flat_h0e = dh.reshape(dh.size), ifd.reshape(ifd.size), \
+        h0e.reshape(h0e.size)
+    ld, lg = dh.shape[1], ifd.shape[1]
+    for t in range(T - 1, -1, -1):
+        for task in prange(tasks):
+            u0, u1 = task * n // tasks, (task + 1) * n // tasks
+            di, ei, gi, ii, ai = dc + t * dcs, ec + t * ecs, gc + t * gcs, ic + t * ics, \
+                ac + t * acs
+            has_next = t < T - 1
+            if t == 0:
+                cp, pr, pc = c0, 0, 0
+            else:
+                cp, pr, pc = c, cr, cc + (t - 1) * ccs
+            for u in range(u0, u1, MR):
+                mr = min(MR, u1 - u)
+                if has_next:
+                    tiles.panel_gemm(K, P, u * K, mr, flat_ifd, gr * lg + gi + gcs, lg,
+                                     flat_dh, (dr + u) * ld + di, ld, N, 1.0)
+                # (the next step's views are read only where has_next)
+                _bprop_rows(dh, dr, di, cd, er, ei, cd, er, ei + ecs, ifog, ir + n, ii + ics,
+                            has_next, ifog, ir, ii, cp, pr, pc, ca, ar, ai, ifd, gr, gi, n, N,
+                            u, u + mr)
+    for task in prange(tasks):
+        u0, u1 = task * n // tasks, (task + 1) * n // tasks
+        for u in range(u0, u1, MR):
+            tiles.panel_gemm(K, P, u * K, min(MR, u1 - u), flat_ifd, gr * lg + gc, lg,
+                             flat_h0e, u * N, N, N, 0.0)
         for r in range(u0, u1):
             out, cdel, f = c0e[r], cd[er + r, ec:ec + N], ifog[ir + n + r, ic:ic + N]
             for j in range(N):

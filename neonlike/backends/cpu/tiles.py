@@ -1,0 +1,189 @@
+"""Register-tile float32 GEMM for Numba kernels (imported by rnn_kernels when first used):
+C = A @ B + beta * C over a panel of A's rows, A packed once, B and C any row-strided memory.
+
+Why: an LSTM step's recurrent GEMM is a thin product (4 * 128 gate rows by 256 deep by batch 32
+columns a task) run 50 times a sequence from the same A. A BLAS call pays its packing and
+blocking on every one of them: single-threaded, OpenBLAS's small-matrix kernels run such a
+product at ~70 GFLOP/s and MKL's at less on the 2-core Zen 4 development machine, whose core
+peak is ~116 GFLOP/s. Packed once, the product is one register tile after another, and the tile
+here runs at that peak (116 GFLOP/s at 512x256x32 and at 128x1024x32).
+
+The tile (`_tile(R, V)`, an llvmlite intrinsic) holds R rows by V vectors of C in registers as
+<VW x float> accumulators, and for each k loads V vectors of B's row k and broadcasts each of
+A's R values of column k into one fused multiply-add a vector:
+
+    for k in range(K):
+        b = B[k, 0:V*VW]                       # V vector loads
+        for r in range(R):
+            acc[r] += A_packed[k * stride + r] * b   # a broadcast and V FMAs
+    C[r, 0:V*VW] = acc[r] + beta * C[r, 0:V*VW]  # C not read where beta is 0
+
+A panel of `mr` rows is packed (`pack_panel`) k-major, K by mr: element (k, i) at k * mr + i,
+so the tile reads its broadcasts from one short contiguous run a k. A full panel (mr == ROWS)
+runs whole tiles across C's columns; a short one runs single-row tiles; columns past the last
+whole vector run as a plain loop.
+
+Shape per machine (`TILE`: rows, vectors, vector width), from the host LLVM targets:
+AVX-512 (32 vector registers): 8 rows by 2 vectors of 16 (16 accumulators, 32 columns); other
+x86-64 with AVX2 + FMA (16 registers): 6 by 2 of 8. Elsewhere TILE is None and callers keep
+their BLAS calls (rnn.py); the AVX2 shape is not measured here (no such machine).
+"""
+from __future__ import annotations
+
+import platform
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+_FMA = {"contract"}
+
+
+def _tile_shape() -> tuple | None:
+    """(rows, vectors, vector width) of the tile for this host, None where none is set."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return None
+    import llvmlite.binding as llvm
+    features = llvm.get_host_cpu_features()
+    if features.get("avx512f"):
+        return (8, 2, 16)
+    if features.get("avx2") and features.get("fma"):
+        return (6, 2, 8)
+    return None
+
+
+TILE = _tile_shape()
+ROWS, VECTORS, WIDTH = TILE if TILE is not None else (1, 1, 1)
+
+
+def _data(context, builder, aryty, value):
+    """A float* to the first element of a Numba array value."""
+    return context.make_array(aryty)(context, builder, value).data
+
+
+def _tile(R: int, V: int, VW: int):
+    """The intrinsic tile(K, A, aoff, astride, B, boff, ldb, C, coff, ldc, beta): R rows by V
+    vectors of VW columns, C[coff + r*ldc + j] = sum_k A[aoff + k*astride + r] * B[boff +
+    k*ldb + j] + beta * C[...] (C is not read where beta == 0). A, B, C: float32 arrays, the
+    offsets and strides in elements."""
+    @intrinsic
+    def tile(typingctx, K, A, aoff, astride, B, boff, ldb, C, coff, ldc, beta):
+        arrays = (A, B, C)
+        if not all(isinstance(a, types.Array) and a.dtype == types.float32 for a in arrays):
+            return None
+        sig = types.void(K, A, aoff, astride, B, boff, ldb, C, coff, ldc, beta)
+
+        def codegen(context, builder, signature, args):
+            at = signature.args
+            idx = {i: context.cast(builder, args[i], at[i], types.int64)
+                   for i in (0, 2, 3, 5, 6, 8, 9)}
+            K, aoff, astride, boff, ldb, coff, ldc = (idx[i] for i in (0, 2, 3, 5, 6, 8, 9))
+            Ap, Bp, Cp = (_data(context, builder, at[i], args[i]) for i in (1, 4, 7))
+            beta = context.cast(builder, args[10], at[10], types.float32)
+            f32, i32, i64 = ir.FloatType(), ir.IntType(32), ir.IntType(64)
+            vt = ir.VectorType(f32, VW)
+            vp = vt.as_pointer()
+            fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt] * 3),
+                                                 f"llvm.fma.v{VW}f32")
+            undef, zeros = ir.Constant(vt, ir.Undefined), ir.Constant(vt, None)
+            lane0, splat = ir.Constant(i32, 0), ir.Constant(ir.VectorType(i32, VW), None)
+
+            def broadcast(s):
+                return builder.shuffle_vector(builder.insert_element(undef, s, lane0), undef,
+                                              splat)
+
+            def const(v):
+                return ir.Constant(i64, v)
+
+            acc = [[cgutils.alloca_once_value(builder, zeros) for _ in range(V)]
+                   for _ in range(R)]
+            A0, B0, C0 = (builder.gep(p, [o]) for p, o in ((Ap, aoff), (Bp, boff), (Cp, coff)))
+            prefetch = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [C0.type, i32, i32, i32]),
+                "llvm.prefetch.p0")
+            for r in range(R):          # C's lines, on their way while the k loop runs
+                crow = builder.gep(C0, [builder.mul(const(r), ldc)])
+                for v in range(0, V * VW, 16):
+                    builder.call(prefetch, [builder.gep(crow, [const(v)]), ir.Constant(i32, 1),
+                                            ir.Constant(i32, 3), ir.Constant(i32, 1)])
+            with cgutils.for_range(builder, K) as loop:
+                k = loop.index
+                brow = builder.gep(B0, [builder.mul(k, ldb)])
+                b = [builder.load(builder.bitcast(builder.gep(brow, [const(v * VW)]), vp),
+                                  align=4) for v in range(V)]
+                arow = builder.gep(A0, [builder.mul(k, astride)])
+                for r in range(R):
+                    a = broadcast(builder.load(builder.gep(arow, [const(r)]), align=4))
+                    for v in range(V):
+                        builder.store(builder.call(fma, [a, b[v], builder.load(acc[r][v])]),
+                                      acc[r][v])
+            reads_c = builder.fcmp_unordered("!=", beta, ir.Constant(f32, 0.0))
+            scale = broadcast(beta)
+            for r in range(R):
+                crow = builder.gep(C0, [builder.mul(const(r), ldc)])
+                for v in range(V):
+                    p = builder.bitcast(builder.gep(crow, [const(v * VW)]), vp)
+                    with builder.if_then(reads_c):
+                        old = builder.load(p, align=4)
+                        builder.store(builder.call(fma, [scale, old, builder.load(acc[r][v])]),
+                                      acc[r][v])
+                    builder.store(builder.load(acc[r][v]), p, align=4)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return tile
+
+
+_FULL = _tile(ROWS, VECTORS, WIDTH)     # ROWS x VECTORS * WIDTH columns
+_FULL1 = _tile(ROWS, 1, WIDTH)          # ROWS x WIDTH
+_ROW = _tile(1, VECTORS, WIDTH)         # one row of a short panel
+_ROW1 = _tile(1, 1, WIDTH)
+
+
+@njit(cache=True, fastmath=_FMA, inline="always")
+def _columns_left(K, A, aoff, astride, mr, B, boff, ldb, C, coff, ldc, j0, N, beta):
+    """Columns j0 .. N (fewer than a vector) of an mr-row panel, as a plain loop."""
+    for r in range(mr):
+        for j in range(j0, N):
+            s = np.float32(0.0)
+            for k in range(K):
+                s += A[aoff + k * astride + r] * B[boff + k * ldb + j]
+            at = coff + r * ldc + j
+            C[at] = s + beta * C[at] if beta != 0 else s
+
+
+@njit(cache=True, fastmath=_FMA)
+def panel_gemm(K, A, aoff, mr, B, boff, ldb, C, coff, ldc, N, beta):
+    """C's mr rows (N columns, row stride ldc, first element at coff) = the mr-row panel of A
+    packed at aoff (pack_panel) @ B (K rows, N columns, row stride ldb, at boff) + beta * C.
+    A, B, C: 1-D float32 arrays (flat views of C-ordered roots); beta float32."""
+    beta = np.float32(beta)
+    cols = VECTORS * WIDTH
+    full = N - N % cols
+    single = N - N % WIDTH
+    if mr == ROWS:
+        for j in range(0, full, cols):
+            _FULL(K, A, aoff, ROWS, B, boff + j, ldb, C, coff + j, ldc, beta)
+        for j in range(full, single, WIDTH):
+            _FULL1(K, A, aoff, ROWS, B, boff + j, ldb, C, coff + j, ldc, beta)
+    else:
+        for r in range(mr):
+            for j in range(0, full, cols):
+                _ROW(K, A, aoff + r, mr, B, boff + j, ldb, C, coff + r * ldc + j, ldc, beta)
+            for j in range(full, single, WIDTH):
+                _ROW1(K, A, aoff + r, mr, B, boff + j, ldb, C, coff + r * ldc + j, ldc, beta)
+    if single < N:
+        _columns_left(K, A, aoff, mr, mr, B, boff, ldb, C, coff, ldc, single, N, beta)
+
+
+@njit(cache=True, inline="always")
+def pack_panel(W, r0, mr, transposed, P, poff):
+    """Pack mr rows of A from r0 into P at poff, k-major (element (k, i) at poff + k * mr + i):
+    A = W (rows of W), or W.T where `transposed` (columns of W). W: 2-D float32, any layout."""
+    K = W.shape[0] if transposed else W.shape[1]
+    for k in range(K):
+        for i in range(mr):
+            P[poff + k * mr + i] = W[k, r0 + i] if transposed else W[r0 + i, k]

@@ -1,0 +1,105 @@
+"""The register-tile GEMM (neonlike/backends/cpu/tiles.py) against float64 numpy: every panel
+and column shape it splits into, packed from W or W.T, beta 0 / 1 / other, row-strided B and C at
+offsets, non-finite values; the memory around C untouched."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+from numba import njit  # noqa: E402
+
+from neonlike.backends.cpu import tiles  # noqa: E402
+
+pytestmark = pytest.mark.skipif(tiles.TILE is None, reason="no register tile for this host")
+
+
+@njit(cache=True)
+def _pack_all(W, P, transposed):
+    M, K = (W.shape[1], W.shape[0]) if transposed else W.shape
+    for p in range(0, M, tiles.ROWS):
+        tiles.pack_panel(W, p, min(tiles.ROWS, M - p), transposed, P, p * K)
+
+
+@njit(cache=True)
+def _gemm_all(P, K, M, B, boff, ldb, C, coff, ldc, N, beta):
+    for p in range(0, M, tiles.ROWS):
+        tiles.panel_gemm(K, P, p * K, min(tiles.ROWS, M - p), B, boff, ldb, C, coff + p * ldc,
+                         ldc, N, beta)
+
+
+def _run(A_src, transposed, B, C, N, beta, row=1, col=2):
+    """C[row:row+M, col:col+N] = A @ B[:, 1:1+N] + beta * C through packed panels; returns A."""
+    A = A_src.T if transposed else A_src
+    M, K = A.shape
+    P = np.full(M * K, np.nan, np.float32)      # every packed element is written
+    _pack_all(A_src, P, transposed)
+    _gemm_all(P, K, M, B.reshape(-1), 1, B.shape[1], C.reshape(-1), row * C.shape[1] + col,
+              C.shape[1], N, np.float32(beta))
+    return A
+
+
+def _expected(A, B, C0, N, beta, row=1, col=2):
+    M = A.shape[0]
+    want = C0.astype(np.float64)
+    old = want[row:row + M, col:col + N]
+    with np.errstate(invalid="ignore", over="ignore"):
+        prod = A.astype(np.float64) @ B[:, 1:1 + N].astype(np.float64)
+    want[row:row + M, col:col + N] = prod if beta == 0 else prod + beta * old
+    return want
+
+
+W2 = tiles.VECTORS * tiles.WIDTH
+
+
+@pytest.mark.parametrize("M", [1, tiles.ROWS - 1, tiles.ROWS, tiles.ROWS + 3, 3 * tiles.ROWS])
+@pytest.mark.parametrize("N", [1, tiles.WIDTH - 1, tiles.WIDTH, W2, W2 + tiles.WIDTH + 3,
+                               2 * W2 + 1])
+@pytest.mark.parametrize("K", [1, 5, 64])
+@pytest.mark.parametrize("transposed", [False, True], ids=["W", "W.T"])
+@pytest.mark.parametrize("beta", [0.0, 1.0, -0.5])
+def test_panels_match_float64(M, N, K, transposed, beta):
+    rng = np.random.default_rng(M * 1000 + N * 10 + K)
+    W = rng.standard_normal((K, M) if transposed else (M, K)).astype(np.float32)
+    B = rng.standard_normal((K, N + 6)).astype(np.float32)
+    C = rng.standard_normal((M + 3, N + 7)).astype(np.float32)
+    if beta == 0:
+        C[1:1 + M, 2:2 + N] = np.nan        # not read where beta is 0
+    C0 = C.copy()
+    A = _run(W, transposed, B, C, N, beta)
+    want = _expected(A, B, C0, N, beta)
+    np.testing.assert_allclose(C, want, rtol=2e-5, atol=2e-5 * np.sqrt(K))
+    outside = np.ones(C.shape, bool)
+    outside[1:1 + M, 2:2 + N] = False
+    np.testing.assert_array_equal(C[outside], C0[outside])    # nothing written around C
+
+
+def test_non_finite_values_propagate_as_in_a_gemm():
+    """inf and nan in A or B reach the outputs they feed (inf * 0 = nan, as BLAS gives), and
+    beta * C carries C's non-finite values where beta != 0."""
+    M, K, N = 2 * tiles.ROWS + 1, 7, W2 + tiles.WIDTH + 2
+    rng = np.random.default_rng(3)
+    W = rng.standard_normal((M, K)).astype(np.float32)
+    B = rng.standard_normal((K, N + 6)).astype(np.float32)
+    W[0, 3], W[tiles.ROWS + 1, 0], W[-1, 2] = np.inf, np.nan, -np.inf
+    B[3, 5] = 0.0                       # inf * 0 in row 0, column 4
+    B[1, N] = np.nan                    # the last column
+    C = rng.standard_normal((M + 3, N + 7)).astype(np.float32)
+    C[2, 4] = np.inf
+    C0 = C.copy()
+    _run(W, False, B, C, N, 1.0)
+    want = _expected(W, B, C0, N, 1.0)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(C, want, rtol=2e-5, atol=1e-4)
+    assert np.isnan(C[1, 2 + 4]) and np.isnan(C[1:1 + M, 2 + N - 1]).all()
+
+
+def test_tile_shape_fits_the_host():
+    """8 x 2 x 16 on AVX-512, 6 x 2 x 8 with AVX2 + FMA: the accumulators, B's vectors and a
+    broadcast fit the vector registers (32 or 16)."""
+    import llvmlite.binding as llvm
+    features = llvm.get_host_cpu_features()
+    rows, vectors, width = tiles.TILE
+    registers = 32 if features.get("avx512f") else 16
+    assert width == (16 if features.get("avx512f") else 8)
+    assert rows * vectors + vectors + 1 <= registers
