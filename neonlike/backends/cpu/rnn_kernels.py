@@ -45,19 +45,10 @@ def _fprop_rows(ifog, ir, ic, cp, pr, pc, c, cr, cc, ca, ar, ac, h, hr, hc, n, N
         prev = cp[pr + r, pc:pc + N]
         out = h[hr + r, hc:hc + N]
         for j in range(N):
-            i[j] = sig32(i[j])
-        for j in range(N):
-            f[j] = sig32(f[j])
-        for j in range(N):
-            o[j] = sig32(o[j])
-        for j in range(N):
-            g[j] = tanh32(g[j])
-        for j in range(N):
-            cell[j] = f[j] * prev[j] + i[j] * g[j]
-        for j in range(N):
-            act[j] = tanh32(cell[j])
-        for j in range(N):
-            out[j] = o[j] * act[j]
+            si, sf, so, tg = sig32(i[j]), sig32(f[j]), sig32(o[j]), tanh32(g[j])
+            s = sf * prev[j] + si * tg
+            ts = tanh32(s)
+            i[j], f[j], o[j], g[j], cell[j], act[j], out[j] = si, sf, so, tg, s, ts, so * ts
 
 
 @njit(cache=True, fastmath=_FMA, inline="always")
@@ -229,6 +220,9 @@ def lstm_fprop_tiles(P, W, ifog, ir, ic, ics, h0, c0, h, hr, hc, hcs, c, cr, cc,
                 hp, hoff, ldh, cp, pr, pc = flat_h, hr * lh + hi - hcs, lh, c, cr, ci - ccs
             for u in range(u0, u1, MR):
                 mr = min(MR, u1 - u)
+                tiles.prefetch_rows(c, cr + u, cr + u + mr, ci, N)
+                tiles.prefetch_rows(ca, ar + u, ar + u + mr, ai, N)
+                tiles.prefetch_rows(h, hr + u, hr + u + mr, hi, N)
                 for gate in range(4):
                     tiles.panel_gemm(n, P, (4 * u + gate * mr) * n, mr, hp, hoff, ldh,
                                      flat_ifog, (ir + gate * n + u) * li + gi, li, N, 1.0)
@@ -262,6 +256,12 @@ def lstm_bprop_tiles(P, W, dh, dr, dc, dcs, cd, er, ec, ecs, ifog, ir, ic, ics, 
                 cp, pr, pc = c, cr, cc + (t - 1) * ccs
             for u in range(u0, u1, MR):
                 mr = min(MR, u1 - u)
+                tiles.prefetch_rows(cd, er + u, er + u + mr, ei, N)
+                tiles.prefetch_rows(ca, ar + u, ar + u + mr, ai, N)
+                tiles.prefetch_rows(cp, pr + u, pr + u + mr, pc, N)
+                for gate in range(4):
+                    tiles.prefetch_rows(ifd, gr + gate * n + u, gr + gate * n + u + mr, gi, N)
+                    tiles.prefetch_rows(ifog, ir + gate * n + u, ir + gate * n + u + mr, ii, N)
                 if has_next:
                     tiles.panel_gemm(K, P, u * K, mr, flat_ifd, gr * lg + gi + gcs, lg,
                                      flat_dh, (dr + u) * ld + di, ld, N, 1.0)

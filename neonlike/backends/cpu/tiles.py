@@ -187,3 +187,34 @@ def pack_panel(W, r0, mr, transposed, P, poff):
     for k in range(K):
         for i in range(mr):
             P[poff + k * mr + i] = W[k, r0 + i] if transposed else W[r0 + i, k]
+
+
+@intrinsic
+def _prefetch_write(typingctx, A, off):
+    """Prefetch the cache line of A's element `off` (A a float32 array) for writing."""
+    if not (isinstance(A, types.Array) and A.dtype == types.float32):
+        return None
+
+    def codegen(context, builder, signature, args):
+        p = builder.gep(_data(context, builder, signature.args[0], args[0]),
+                        [context.cast(builder, args[1], signature.args[1], types.int64)])
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [p.type, i32, i32, i32]),
+            "llvm.prefetch.p0")
+        builder.call(fn, [p, ir.Constant(i32, 1), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return types.void(A, off), codegen
+
+
+@njit(cache=True, inline="always")
+def prefetch_rows(A, r0, r1, c0, N):
+    """Ask for the lines of A[r0:r1, c0:c0 + N] (2-D float32) ahead of writing them: a kernel
+    issues this before a tile's arithmetic, so that the lines' reads for ownership overlap it."""
+    flat = A.reshape(A.size)
+    L = A.shape[1]
+    for r in range(r0, r1):
+        for j in range(0, N, 16):
+            _prefetch_write(flat, r * L + c0 + j)
+        _prefetch_write(flat, r * L + c0 + N - 1)
