@@ -1,5 +1,6 @@
 """The register-tile GEMM (neonlike/backends/cpu/tiles.py) against float64 numpy: every panel
-and column shape it splits into, packed from W or W.T, beta 0 / 1 / other, row-strided B and C at
+and column shape it splits into, A read from W's rows or its columns (W.T) in place, beta 0 / 1 /
+other, row-strided B and C at
 offsets, non-finite values; the memory around C untouched."""
 from __future__ import annotations
 
@@ -15,28 +16,24 @@ pytestmark = pytest.mark.skipif(tiles.TILE is None, reason="no register tile for
 
 
 @njit(cache=True)
-def _pack_all(W, P, transposed):
-    M, K = (W.shape[1], W.shape[0]) if transposed else W.shape
+def _gemm_all(W, transposed, M, K, B, boff, ldb, C, coff, ldc, N, beta):
+    """C = A @ B + beta * C, A = W's first M rows (K of each) or W.T's, panel by panel."""
+    flat, ld = W.reshape(W.size), W.shape[1]
     for p in range(0, M, tiles.ROWS):
-        tiles.pack_panel(W, p, min(tiles.ROWS, M - p), transposed, P, p * K)
+        mr = min(tiles.ROWS, M - p)
+        if transposed:      # A's row p + r, column k: W[k, p + r]
+            tiles.panel_gemm(K, flat, p, ld, 1, mr, B, boff, ldb, C, coff + p * ldc, ldc, N,
+                             beta)
+        else:               # W[p + r, k]
+            tiles.panel_gemm(K, flat, p * ld, 1, ld, mr, B, boff, ldb, C, coff + p * ldc, ldc,
+                             N, beta)
 
 
-@njit(cache=True)
-def _gemm_all(P, K, M, B, boff, ldb, C, coff, ldc, N, beta):
-    for p in range(0, M, tiles.ROWS):
-        tiles.panel_gemm(K, P, p * K, min(tiles.ROWS, M - p), B, boff, ldb, C, coff + p * ldc,
-                         ldc, N, beta)
-
-
-def _run(A_src, transposed, B, C, N, beta, row=1, col=2):
-    """C[row:row+M, col:col+N] = A @ B[:, 1:1+N] + beta * C through packed panels; returns A."""
-    A = A_src.T if transposed else A_src
-    M, K = A.shape
-    P = np.full(M * K, np.nan, np.float32)      # every packed element is written
-    _pack_all(A_src, P, transposed)
-    _gemm_all(P, K, M, B.reshape(-1), 1, B.shape[1], C.reshape(-1), row * C.shape[1] + col,
-              C.shape[1], N, np.float32(beta))
-    return A
+def _run(W, transposed, M, K, B, C, N, beta, row=1, col=2):
+    """C[row:row+M, col:col+N] = A @ B[:, 1:1+N] + beta * C; returns A."""
+    _gemm_all(W, transposed, M, K, B.reshape(-1), 1, B.shape[1], C.reshape(-1),
+              row * C.shape[1] + col, C.shape[1], N, np.float32(beta))
+    return W[:K, :M].T if transposed else W[:M, :K]
 
 
 def _expected(A, B, C0, N, beta, row=1, col=2):
@@ -60,13 +57,13 @@ W2 = tiles.VECTORS * tiles.WIDTH
 @pytest.mark.parametrize("beta", [0.0, 1.0, -0.5])
 def test_panels_match_float64(M, N, K, transposed, beta):
     rng = np.random.default_rng(M * 1000 + N * 10 + K)
-    W = rng.standard_normal((K, M) if transposed else (M, K)).astype(np.float32)
+    W = rng.standard_normal((K + 2, M + 3) if transposed else (M + 2, K + 3)).astype(np.float32)
     B = rng.standard_normal((K, N + 6)).astype(np.float32)
     C = rng.standard_normal((M + 3, N + 7)).astype(np.float32)
     if beta == 0:
         C[1:1 + M, 2:2 + N] = np.nan        # not read where beta is 0
     C0 = C.copy()
-    A = _run(W, transposed, B, C, N, beta)
+    A = _run(W, transposed, M, K, B, C, N, beta)
     want = _expected(A, B, C0, N, beta)
     np.testing.assert_allclose(C, want, rtol=2e-5, atol=2e-5 * np.sqrt(K))
     outside = np.ones(C.shape, bool)
@@ -87,7 +84,7 @@ def test_non_finite_values_propagate_as_in_a_gemm():
     C = rng.standard_normal((M + 3, N + 7)).astype(np.float32)
     C[2, 4] = np.inf
     C0 = C.copy()
-    _run(W, False, B, C, N, 1.0)
+    _run(W, False, M, K, B, C, N, 1.0)
     want = _expected(W, B, C0, N, 1.0)
     with np.errstate(invalid="ignore"):
         np.testing.assert_allclose(C, want, rtol=2e-5, atol=1e-4)

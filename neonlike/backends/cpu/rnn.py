@@ -103,7 +103,7 @@ class CPURNNMixin:
             return super().compound_lstm_fprop_steps(W_recur, S, activation, gate_activation)
         k, ptrs, W, views, (h0, c0), T, N, tasks, macs = plan
         if ptrs is None:
-            k.lstm_fprop_tiles(_packed(S, W), W, *views[0], h0, c0, *views[1], *views[2],
+            k.lstm_fprop_tiles(W, *views[0], h0, c0, *views[1], *views[2],
                                *views[3], W.shape[1], N, T, tasks)
             return
         k.lstm_fprop_seq(*ptrs, W, *views[0], h0, c0, *views[1], *views[2], *views[3],
@@ -128,7 +128,7 @@ class CPURNNMixin:
         if not direct:      # the kernel's start errors go to scratch; the generic ones below
             starts = [np.empty((n, N), _F32) for _ in range(2)]
         if ptrs is None:
-            k.lstm_bprop_tiles(_packed(S, W), W, *dh, *cd, *ifog, c0, *c, *ca, *ifd, n, N, T,
+            k.lstm_bprop_tiles(W, *dh, *cd, *ifog, c0, *c, *ca, *ifd, n, N, T,
                                tasks, *starts)
         else:
             k.lstm_bprop_seq(*ptrs, W, *dh, *cd, *ifog, c0, *c, *ca, *ifd, n, N, T, tasks,
@@ -180,16 +180,6 @@ def _tiles() -> bool:
         return False
     from . import tiles
     return tiles.TILE is not None
-
-
-def _packed(S: dict, W: np.ndarray) -> np.ndarray:
-    """The tile kernels' buffer for W's packed panels, one per S and W's size (the kernel
-    fills it on each call: W changes between calls)."""
-    memo = S.setdefault("_sequence_plans", {})
-    buf = memo.get(("packed", W.size))
-    if buf is None:
-        buf = memo[("packed", W.size)] = np.empty(W.size, _F32)
-    return buf
 
 
 def _max_rows(macs: int, N: int, K: int) -> int:

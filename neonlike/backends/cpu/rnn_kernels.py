@@ -189,26 +189,21 @@ def lstm_bprop_seq(gemm, local, W, dh, dr, dc, dcs, cd, er, ec, ecs, ifog, ir, i
 
 
 # ---------------------------------------------------------------- register-tile sequences
-# The same sequences with the recurrent GEMM as register tiles (tiles.py) over W packed once a
-# call, each task its own units' panels: no library call a step, and the GEMM at the core's
-# peak where the BLAS's small-matrix kernels ran at ~60% of it. A task takes its units
-# tiles.ROWS at a time, the GEMM's rows for them (four gate panels forward, one backward) and
-# then their pointwise work, while the rows are still in cache. P holds the packed panels:
-# forward (4n * n) with unit u's four gate panels from 4 * u * n, backward (n * 4n) with W.T's
-# rows from u * 4n.
+# The same sequences with the recurrent GEMM as register tiles (tiles.py) reading W in place
+# (its rows forward, its columns backward: as fast as packed panels, measured, and no packing a
+# call): no library call a step, and the GEMM near the core's peak where the BLAS's
+# small-matrix kernels ran at ~60% of it. A task takes its units tiles.ROWS at a time: the
+# lines its pointwise work will write are asked for first (tiles.prefetch_rows), then the
+# GEMM's rows for those units (four gate panels forward, one backward), then their pointwise
+# work, while the rows are still in cache.
 
 @njit(parallel=True, cache=True, fastmath=_FMA)
-def lstm_fprop_tiles(P, W, ifog, ir, ic, ics, h0, c0, h, hr, hc, hcs, c, cr, cc, ccs,
+def lstm_fprop_tiles(W, ifog, ir, ic, ics, h0, c0, h, hr, hc, hcs, c, cr, cc, ccs,
                      ca, ar, ac, acs, n, N, T, tasks):
-    """lstm_fprop_seq with the recurrent GEMM as register tiles over P (filled here)."""
+    """lstm_fprop_seq with the recurrent GEMM as register tiles over W (4n, n), C-ordered."""
     MR = tiles.ROWS
-    for task in prange(tasks):
-        u0, u1 = task * n // tasks, (task + 1) * n // tasks
-        for u in range(u0, u1, MR):
-            mr = min(MR, u1 - u)
-            for gate in range(4):
-                tiles.pack_panel(W, gate * n + u, mr, False, P, (4 * u + gate * mr) * n)
-    flat_ifog, flat_h, flat_h0 = ifog.reshape(ifog.size), h.reshape(h.size), h0.reshape(h0.size)
+    flat_W, flat_ifog = W.reshape(W.size), ifog.reshape(ifog.size)
+    flat_h, flat_h0 = h.reshape(h.size), h0.reshape(h0.size)
     li, lh = ifog.shape[1], h.shape[1]
     for t in range(T):
         for task in prange(tasks):
@@ -224,25 +219,22 @@ def lstm_fprop_tiles(P, W, ifog, ir, ic, ics, h0, c0, h, hr, hc, hcs, c, cr, cc,
                 tiles.prefetch_rows(ca, ar + u, ar + u + mr, ai, N)
                 tiles.prefetch_rows(h, hr + u, hr + u + mr, hi, N)
                 for gate in range(4):
-                    tiles.panel_gemm(n, P, (4 * u + gate * mr) * n, mr, hp, hoff, ldh,
-                                     flat_ifog, (ir + gate * n + u) * li + gi, li, N, 1.0)
+                    row = gate * n + u
+                    tiles.panel_gemm(n, flat_W, row * n, 1, n, mr, hp, hoff, ldh,
+                                     flat_ifog, (ir + row) * li + gi, li, N, 1.0)
                 _fprop_rows(ifog, ir, gi, cp, pr, pc, c, cr, ci, ca, ar, ai, h, hr, hi, n, N,
                             u, u + mr)
 
 
 @njit(parallel=True, cache=True, fastmath=_FMA)
-def lstm_bprop_tiles(P, W, dh, dr, dc, dcs, cd, er, ec, ecs, ifog, ir, ic, ics, c0, c, cr,
+def lstm_bprop_tiles(W, dh, dr, dc, dcs, cd, er, ec, ecs, ifog, ir, ic, ics, c0, c, cr,
                      cc, ccs, ca, ar, ac, acs, ifd, gr, gc, gcs, n, N, T, tasks, h0e, c0e):
-    """lstm_bprop_seq with the errors sent back in time as register tiles over P (filled
-    here from W, the (4n, n) array under W_recur.T)."""
+    """lstm_bprop_seq with the errors sent back in time as register tiles over W.T, read from
+    W (4n, n) C-ordered (the array under W_recur.T)."""
     MR = tiles.ROWS
     K = 4 * n
-    for task in prange(tasks):
-        u0, u1 = task * n // tasks, (task + 1) * n // tasks
-        for u in range(u0, u1, MR):
-            tiles.pack_panel(W, u, min(MR, u1 - u), True, P, u * K)
-    flat_dh, flat_ifd, flat_h0e = dh.reshape(dh.size), ifd.reshape(ifd.size), \
-        h0e.reshape(h0e.size)
+    flat_W, flat_dh, flat_ifd = W.reshape(W.size), dh.reshape(dh.size), ifd.reshape(ifd.size)
+    flat_h0e = h0e.reshape(h0e.size)
     ld, lg = dh.shape[1], ifd.shape[1]
     for t in range(T - 1, -1, -1):
         for task in prange(tasks):
@@ -263,7 +255,7 @@ def lstm_bprop_tiles(P, W, dh, dr, dc, dcs, cd, er, ec, ecs, ifog, ir, ic, ics, 
                     tiles.prefetch_rows(ifd, gr + gate * n + u, gr + gate * n + u + mr, gi, N)
                     tiles.prefetch_rows(ifog, ir + gate * n + u, ir + gate * n + u + mr, ii, N)
                 if has_next:
-                    tiles.panel_gemm(K, P, u * K, mr, flat_ifd, gr * lg + gi + gcs, lg,
+                    tiles.panel_gemm(K, flat_W, u, n, 1, mr, flat_ifd, gr * lg + gi + gcs, lg,
                                      flat_dh, (dr + u) * ld + di, ld, N, 1.0)
                 # (the next step's views are read only where has_next)
                 _bprop_rows(dh, dr, di, cd, er, ei, cd, er, ei + ecs, ifog, ir + n, ii + ics,
@@ -272,7 +264,7 @@ def lstm_bprop_tiles(P, W, dh, dr, dc, dcs, cd, er, ec, ecs, ifog, ir, ic, ics, 
     for task in prange(tasks):
         u0, u1 = task * n // tasks, (task + 1) * n // tasks
         for u in range(u0, u1, MR):
-            tiles.panel_gemm(K, P, u * K, min(MR, u1 - u), flat_ifd, gr * lg + gc, lg,
+            tiles.panel_gemm(K, flat_W, u, n, 1, min(MR, u1 - u), flat_ifd, gr * lg + gc, lg,
                              flat_h0e, u * N, N, N, 0.0)
         for r in range(u0, u1):
             out, cdel, f = c0e[r], cd[er + r, ec:ec + N], ifog[ir + n + r, ic:ic + N]

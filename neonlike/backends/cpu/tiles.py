@@ -1,27 +1,28 @@
 """Register-tile float32 GEMM for Numba kernels (imported by rnn_kernels when first used):
-C = A @ B + beta * C over a panel of A's rows, A packed once, B and C any row-strided memory.
+C = A @ B + beta * C over a panel of A's rows, A, B and C any strided float32 memory.
 
 Why: an LSTM step's recurrent GEMM is a thin product (4 * 128 gate rows by 256 deep by batch 32
 columns a task) run 50 times a sequence from the same A. A BLAS call pays its packing and
-blocking on every one of them: single-threaded, OpenBLAS's small-matrix kernels run such a
-product at ~70 GFLOP/s and MKL's at less on the 2-core Zen 4 development machine, whose core
-peak is ~116 GFLOP/s. Packed once, the product is one register tile after another, and the tile
-here runs at that peak (116 GFLOP/s at 512x256x32 and at 128x1024x32).
+blocking on every one of them: single-threaded, OpenBLAS's small-matrix kernels ran such a
+product at ~70 GFLOP/s on the 2-core Zen 4 development machine, whose core peak is ~116
+GFLOP/s. The tile here runs at that peak (113-116 GFLOP/s at 512x256x32 and at 128x1024x32).
 
 The tile (`_tile(R, V)`, an llvmlite intrinsic) holds R rows by V vectors of C in registers as
 <VW x float> accumulators, and for each k loads V vectors of B's row k and broadcasts each of
 A's R values of column k into one fused multiply-add a vector:
 
     for k in range(K):
-        b = B[k, 0:V*VW]                       # V vector loads
+        b = B[k, 0:V*VW]                                  # V vector loads
         for r in range(R):
-            acc[r] += A_packed[k * stride + r] * b   # a broadcast and V FMAs
-    C[r, 0:V*VW] = acc[r] + beta * C[r, 0:V*VW]  # C not read where beta is 0
+            acc[r] += A[aoff + k * ak + r * ar] * b       # a broadcast and V FMAs
+    C[r, 0:V*VW] = acc[r] + beta * C[r, 0:V*VW]           # C not read where beta is 0
 
-A panel of `mr` rows is packed (`pack_panel`) k-major, K by mr: element (k, i) at k * mr + i,
-so the tile reads its broadcasts from one short contiguous run a k. A full panel (mr == ROWS)
-runs whole tiles across C's columns; a short one runs single-row tiles; columns past the last
-whole vector run as a plain loop.
+A is read in place through its two strides: a row-major W's rows (ak = 1, ar = the row
+length) or its columns, i.e. W.T's rows (ak = the row length, ar = 1). Packing A into k-major
+panels first was measured no faster (74.6 against 74.5 us at 512x256x32; 72.5 against 73.4 at
+128x1024x32) and cost ~150 us a 1 MB W. A panel of ROWS rows runs whole tiles across C's
+columns (`panel_gemm`); a shorter one runs single-row tiles; columns past the last whole vector
+run as a plain loop.
 
 Shape per machine (`TILE`: rows, vectors, vector width), from the host LLVM targets:
 AVX-512 (32 vector registers): 8 rows by 2 vectors of 16 (16 accumulators, 32 columns); other
@@ -64,24 +65,25 @@ def _data(context, builder, aryty, value):
 
 
 def _tile(R: int, V: int, VW: int):
-    """The intrinsic tile(K, A, aoff, astride, B, boff, ldb, C, coff, ldc, beta): R rows by V
-    vectors of VW columns, C[coff + r*ldc + j] = sum_k A[aoff + k*astride + r] * B[boff +
-    k*ldb + j] + beta * C[...] (C is not read where beta == 0). A, B, C: float32 arrays, the
-    offsets and strides in elements."""
+    """The intrinsic tile(K, A, aoff, astride, arstride, B, boff, ldb, C, coff, ldc, beta): R
+    rows by V vectors of VW columns, C[coff + r*ldc + j] = sum_k A[aoff + k*astride +
+    r*arstride] * B[boff + k*ldb + j] + beta * C[...] (C is not read where beta == 0). A, B, C:
+    float32 arrays, the offsets and strides in elements."""
     @intrinsic
-    def tile(typingctx, K, A, aoff, astride, B, boff, ldb, C, coff, ldc, beta):
+    def tile(typingctx, K, A, aoff, astride, arstride, B, boff, ldb, C, coff, ldc, beta):
         arrays = (A, B, C)
         if not all(isinstance(a, types.Array) and a.dtype == types.float32 for a in arrays):
             return None
-        sig = types.void(K, A, aoff, astride, B, boff, ldb, C, coff, ldc, beta)
+        sig = types.void(K, A, aoff, astride, arstride, B, boff, ldb, C, coff, ldc, beta)
 
         def codegen(context, builder, signature, args):
             at = signature.args
             idx = {i: context.cast(builder, args[i], at[i], types.int64)
-                   for i in (0, 2, 3, 5, 6, 8, 9)}
-            K, aoff, astride, boff, ldb, coff, ldc = (idx[i] for i in (0, 2, 3, 5, 6, 8, 9))
-            Ap, Bp, Cp = (_data(context, builder, at[i], args[i]) for i in (1, 4, 7))
-            beta = context.cast(builder, args[10], at[10], types.float32)
+                   for i in (0, 2, 3, 4, 6, 7, 9, 10)}
+            K, aoff, astride, arstride, boff, ldb, coff, ldc = \
+                (idx[i] for i in (0, 2, 3, 4, 6, 7, 9, 10))
+            Ap, Bp, Cp = (_data(context, builder, at[i], args[i]) for i in (1, 5, 8))
+            beta = context.cast(builder, args[11], at[11], types.float32)
             f32, i32, i64 = ir.FloatType(), ir.IntType(32), ir.IntType(64)
             vt = ir.VectorType(f32, VW)
             vp = vt.as_pointer()
@@ -115,7 +117,9 @@ def _tile(R: int, V: int, VW: int):
                                   align=4) for v in range(V)]
                 arow = builder.gep(A0, [builder.mul(k, astride)])
                 for r in range(R):
-                    a = broadcast(builder.load(builder.gep(arow, [const(r)]), align=4))
+                    a = broadcast(builder.load(builder.gep(arow, [builder.mul(const(r),
+                                                                              arstride)]),
+                                               align=4))
                     for v in range(V):
                         builder.store(builder.call(fma, [a, b[v], builder.load(acc[r][v])]),
                                       acc[r][v])
@@ -144,49 +148,44 @@ _ROW1 = _tile(1, 1, WIDTH)
 
 
 @njit(cache=True, fastmath=_FMA, inline="always")
-def _columns_left(K, A, aoff, astride, mr, B, boff, ldb, C, coff, ldc, j0, N, beta):
+def _columns_left(K, A, aoff, ak, ar, mr, B, boff, ldb, C, coff, ldc, j0, N, beta):
     """Columns j0 .. N (fewer than a vector) of an mr-row panel, as a plain loop."""
     for r in range(mr):
         for j in range(j0, N):
             s = np.float32(0.0)
             for k in range(K):
-                s += A[aoff + k * astride + r] * B[boff + k * ldb + j]
+                s += A[aoff + k * ak + r * ar] * B[boff + k * ldb + j]
             at = coff + r * ldc + j
             C[at] = s + beta * C[at] if beta != 0 else s
 
 
 @njit(cache=True, fastmath=_FMA)
-def panel_gemm(K, A, aoff, mr, B, boff, ldb, C, coff, ldc, N, beta):
-    """C's mr rows (N columns, row stride ldc, first element at coff) = the mr-row panel of A
-    packed at aoff (pack_panel) @ B (K rows, N columns, row stride ldb, at boff) + beta * C.
-    A, B, C: 1-D float32 arrays (flat views of C-ordered roots); beta float32."""
+def panel_gemm(K, A, aoff, ak, ar, mr, B, boff, ldb, C, coff, ldc, N, beta):
+    """C's mr rows (N columns, row stride ldc, first element at coff) = mr rows of A (K deep;
+    element (row r, k) at aoff + k * ak + r * ar) @ B (K rows, N columns, row stride ldb, at
+    boff) + beta * C. A panel packed by pack_panel has ak = mr, ar = 1; a row-major W's rows
+    from row0 are A with aoff = row0 * ld, ak = 1, ar = ld; W.T's, from W's column col0, aoff =
+    col0, ak = ld, ar = 1. A, B, C: 1-D float32 arrays (flat views of C-ordered roots); beta
+    float32."""
     beta = np.float32(beta)
     cols = VECTORS * WIDTH
     full = N - N % cols
     single = N - N % WIDTH
     if mr == ROWS:
         for j in range(0, full, cols):
-            _FULL(K, A, aoff, ROWS, B, boff + j, ldb, C, coff + j, ldc, beta)
+            _FULL(K, A, aoff, ak, ar, B, boff + j, ldb, C, coff + j, ldc, beta)
         for j in range(full, single, WIDTH):
-            _FULL1(K, A, aoff, ROWS, B, boff + j, ldb, C, coff + j, ldc, beta)
+            _FULL1(K, A, aoff, ak, ar, B, boff + j, ldb, C, coff + j, ldc, beta)
     else:
         for r in range(mr):
             for j in range(0, full, cols):
-                _ROW(K, A, aoff + r, mr, B, boff + j, ldb, C, coff + r * ldc + j, ldc, beta)
+                _ROW(K, A, aoff + r * ar, ak, ar, B, boff + j, ldb, C, coff + r * ldc + j, ldc,
+                     beta)
             for j in range(full, single, WIDTH):
-                _ROW1(K, A, aoff + r, mr, B, boff + j, ldb, C, coff + r * ldc + j, ldc, beta)
+                _ROW1(K, A, aoff + r * ar, ak, ar, B, boff + j, ldb, C, coff + r * ldc + j, ldc,
+                      beta)
     if single < N:
-        _columns_left(K, A, aoff, mr, mr, B, boff, ldb, C, coff, ldc, single, N, beta)
-
-
-@njit(cache=True, inline="always")
-def pack_panel(W, r0, mr, transposed, P, poff):
-    """Pack mr rows of A from r0 into P at poff, k-major (element (k, i) at poff + k * mr + i):
-    A = W (rows of W), or W.T where `transposed` (columns of W). W: 2-D float32, any layout."""
-    K = W.shape[0] if transposed else W.shape[1]
-    for k in range(K):
-        for i in range(mr):
-            P[poff + k * mr + i] = W[k, r0 + i] if transposed else W[r0 + i, k]
+        _columns_left(K, A, aoff, ak, ar, mr, B, boff, ldb, C, coff, ldc, single, N, beta)
 
 
 @intrinsic
