@@ -363,7 +363,8 @@ def kernel_blas(request, monkeypatch):
     cpu_gemm.set_backend(previous)
 
 
-@pytest.mark.parametrize("dims", [(6, 16, 3), (5, 21, 53)], ids=["16x3", "21x53"])
+@pytest.mark.parametrize("dims", [(6, 16, 3), (5, 21, 53), (5, 21, 53, "units")],
+                         ids=["16x3", "21x53", "21x53-units"])
 @pytest.mark.parametrize("call_macs", [None, 150, 500])
 @pytest.mark.parametrize("steps", [1, 6])
 @pytest.mark.parametrize("cls", [LSTM, BiLSTM])
@@ -373,9 +374,11 @@ def test_float32_lstm_runs_its_steps_as_one_kernel(monkeypatch, cls, steps, kern
     sequence kernels, with a starting state and carried state, on MKL's and OpenBLAS's sgemm;
     values and gradients match the float64 layer (the per-step path, checked against central
     differences above) to float32 precision, the starting state's errors included, and the
-    kernels are the ones that ran. dims (inputs, units, batch): 21 units by a batch of 53 take
-    the tiles' every part (on AVX-512: a task's 10 or 11 units as a full 8-row panel and single
-    rows; 53 columns as a 32-column tile, a 16-column one and 5 in a loop). call_macs:
+    kernels are the ones that ran. dims (inputs, units, batch): a batch of 3 takes the tile
+    kernels' unit split, one of 53 their batch split (on AVX-512 and 2 threads: shares of 16 and
+    37 columns: one-vector tiles and 5 columns in a loop; 21 units: a 16-row tall tile and
+    single rows), or, forced, their unit split (a task's 10 or 11 units: an 8-row panel and
+    single rows; 53 columns: a 32-column tile, a 16-column one and 5 in a loop). call_macs:
     the bound on a GEMM call's size (the library's own, or small enough that the forward's
     (150: 3 rows, batch 3 by 16 units) or the backward's (500: 2 rows, batch 3 by 64) calls are
     cut into several)."""
@@ -384,6 +387,8 @@ def test_float32_lstm_runs_its_steps_as_one_kernel(monkeypatch, cls, steps, kern
     if cpu_rnn._kernels() is None or (kernel_blas != "tiles" and
                                       cpu_gemm.kernel_gemm_pointers() is None):
         pytest.skip("the fused sequence needs numba and MKL or OpenBLAS")
+    if len(dims) > 3 and kernel_blas != "tiles":
+        pytest.skip("the unit split of the tile kernels")
     if call_macs is not None and (kernel_blas == "tiles" or dims[2] != 3):
         pytest.skip("no GEMM calls to bound" if kernel_blas == "tiles" else
                     "the bounds are set for the batch of 3")
@@ -398,8 +403,18 @@ def test_float32_lstm_runs_its_steps_as_one_kernel(monkeypatch, cls, steps, kern
         assert found is None or (found[1] is None) == (kernel_blas == "tiles")
         return found
     monkeypatch.setattr(cpu_rnn, "_sequence_plan", spy)
+    kernels = []
+    if kernel_blas == "tiles":       # which tile kernels ran: the batch split where it fits
+        for name in ("lstm_fprop_tiles", "lstm_bprop_tiles", "lstm_fprop_cols",
+                     "lstm_bprop_cols"):
+            def record(*args, _name=name, _run=getattr(cpu_rnn._kernels(), name)):
+                kernels.append(_name)
+                return _run(*args)
+            monkeypatch.setattr(cpu_rnn._kernels(), name, record)
+    if len(dims) > 3:
+        monkeypatch.setattr(cpu_rnn, "_by_columns", lambda N, tasks: False)
     rng = np.random.default_rng(7)
-    nin, nout, n = dims
+    nin, nout, n = dims[:3]
     layers = {}
     for dt in (np.float64, np.float32):
         be = gen_backend("cpu", datatype=dt, batch_size=n, rng_seed=0)
@@ -429,6 +444,12 @@ def test_float32_lstm_runs_its_steps_as_one_kernel(monkeypatch, cls, steps, kern
                      "final_cell_error_b")):    # the starting state's errors, from the kernel
             np.testing.assert_allclose(getattr(l32, err).get(), getattr(l64, err).get(),
                                        rtol=1e-4, atol=1e-5, err_msg=err)
+    if kernel_blas == "tiles":
+        import numba
+        from neonlike.backends.cpu import tiles
+        split = "cols" if n // tiles.WIDTH >= min(numba.get_num_threads(), nout) and \
+            len(dims) == 3 else "tiles"
+        assert set(kernels) == {f"lstm_fprop_{split}", f"lstm_bprop_{split}"}
     if cls is LSTM:
         h0 = rng.normal(size=(nout, n))
         out64 = l64.fprop(be64.array(x), init_state=be64.array(h0)).get()

@@ -100,3 +100,30 @@ def test_tile_shape_fits_the_host():
     registers = 32 if features.get("avx512f") else 16
     assert width == (16 if features.get("avx512f") else 8)
     assert rows * vectors + vectors + 1 <= registers
+
+
+@njit(cache=True)
+def _tall_all(W, M, K, B, boff, ldb, C, coff, ldc, N, beta):
+    flat, ld = W.reshape(W.size), W.shape[1]
+    for p in range(0, M, tiles.TALL):
+        tiles.tall_gemm(K, flat, p * ld, 1, ld, min(tiles.TALL, M - p), B, boff, ldb, C,
+                        coff + p * ldc, ldc, N, beta)
+
+
+@pytest.mark.parametrize("M", [tiles.TALL, tiles.TALL + tiles.ROWS + 1, 2 * tiles.TALL - 1])
+@pytest.mark.parametrize("N", [1, tiles.WIDTH, tiles.WIDTH + 5, 3 * tiles.WIDTH])
+@pytest.mark.parametrize("beta", [0.0, 1.0])
+def test_tall_tiles_match_float64(M, N, beta):
+    """tall_gemm: TALL-row tiles a vector wide, shorter panels through panel_gemm."""
+    K = 37
+    rng = np.random.default_rng(M * 100 + N)
+    W = rng.standard_normal((M + 1, K + 2)).astype(np.float32)
+    B = rng.standard_normal((K, N + 6)).astype(np.float32)
+    C = rng.standard_normal((M + 3, N + 7)).astype(np.float32)
+    if beta == 0:
+        C[1:1 + M, 2:2 + N] = np.nan
+    C0 = C.copy()
+    _tall_all(W, M, K, B.reshape(-1), 1, B.shape[1], C.reshape(-1), C.shape[1] + 2, C.shape[1],
+              N, np.float32(beta))
+    want = _expected(W[:M, :K], B, C0, N, beta)
+    np.testing.assert_allclose(C, want, rtol=2e-5, atol=2e-5 * np.sqrt(K))

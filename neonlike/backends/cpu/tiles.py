@@ -145,6 +145,8 @@ _FULL = _tile(ROWS, VECTORS, WIDTH)     # ROWS x VECTORS * WIDTH columns
 _FULL1 = _tile(ROWS, 1, WIDTH)          # ROWS x WIDTH
 _ROW = _tile(1, VECTORS, WIDTH)         # one row of a short panel
 _ROW1 = _tile(1, 1, WIDTH)
+TALL = VECTORS * ROWS
+_TALL = _tile(TALL, 1, WIDTH)           # TALL x WIDTH: as many accumulators, one B vector
 
 
 @njit(cache=True, fastmath=_FMA, inline="always")
@@ -184,6 +186,24 @@ def panel_gemm(K, A, aoff, ak, ar, mr, B, boff, ldb, C, coff, ldc, N, beta):
             for j in range(full, single, WIDTH):
                 _ROW1(K, A, aoff + r * ar, ak, ar, B, boff + j, ldb, C, coff + r * ldc + j, ldc,
                       beta)
+    if single < N:
+        _columns_left(K, A, aoff, ak, ar, mr, B, boff, ldb, C, coff, ldc, single, N, beta)
+
+
+@njit(cache=True, fastmath=_FMA)
+def tall_gemm(K, A, aoff, ak, ar, mr, B, boff, ldb, C, coff, ldc, N, beta):
+    """panel_gemm for up to TALL rows, one vector of columns at a time: for products whose
+    column count is one or few vectors (a task's share of a batch), where a ROWS-row tile of one
+    vector would hold half the accumulators for the same loads of A and B."""
+    if mr != TALL:
+        for r in range(0, mr, ROWS):
+            panel_gemm(K, A, aoff + r * ar, ak, ar, min(ROWS, mr - r), B, boff, ldb, C,
+                       coff + r * ldc, ldc, N, beta)
+        return
+    beta = np.float32(beta)
+    single = N - N % WIDTH
+    for j in range(0, single, WIDTH):
+        _TALL(K, A, aoff, ak, ar, B, boff + j, ldb, C, coff + j, ldc, beta)
     if single < N:
         _columns_left(K, A, aoff, ak, ar, mr, B, boff, ldb, C, coff, ldc, single, N, beta)
 
