@@ -2,9 +2,13 @@
 one Numba kernel a step (rnn_kernels.lstm_fprop / lstm_bprop) in place of the generic version's
 fused statements (backends/rnn.py: five a step forward, five backward), whose launches cost more
 than the arithmetic at RNN sizes; and a layer's whole sequence as one kernel with its recurrent
-GEMMs (rnn_kernels.lstm_fprop_seq / lstm_bprop_seq, MKL called from the kernel) where MKL is the
-GEMM path and the step views lie in their buffers at a fixed column step. Other cells and dtypes,
-and machines without numba, take the generic version."""
+GEMMs where the step views lie in their buffers at a fixed column step. The recurrent GEMMs run
+as register tiles (tiles.py) where the host has a tile shape (x86-64 with AVX-512 or AVX2 + FMA):
+the tasks split the batch where it holds a vector width of columns for each
+(rnn_kernels.lstm_fprop_cols / lstm_bprop_cols), else the units (lstm_fprop_tiles /
+lstm_bprop_tiles); elsewhere each task calls the GEMM path's sgemm (MKL's or OpenBLAS's:
+lstm_fprop_seq / lstm_bprop_seq). Other cells and dtypes, and machines without numba, take the
+generic version."""
 from __future__ import annotations
 
 from typing import Any

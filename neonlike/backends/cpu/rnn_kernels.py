@@ -1,6 +1,8 @@
 """Numba kernels of the LSTM on neon's layouts (imported by backends/cpu/rnn.py when first used,
 where numba is installed): one step after its GEMM (lstm_fprop / lstm_bprop), and every step of
-a sequence with its recurrent GEMMs (lstm_fprop_seq / lstm_bprop_seq).
+a sequence with its recurrent GEMMs: through the GEMM path's sgemm (lstm_fprop_seq /
+lstm_bprop_seq), or as register tiles (tiles.py), the tasks splitting the hidden units
+(lstm_fprop_tiles / lstm_bprop_tiles) or the batch (lstm_fprop_cols / lstm_bprop_cols).
 
 Each operand is a step view given as (root, r0, c0): the C-ordered float32 2-D array it lies in
 and its first row and column there, so the batch loop runs over unit-stride memory that Numba
