@@ -144,7 +144,7 @@ class CPURNNMixin:
 def _sequence_plan(W_recur: Any, S: dict, keys: tuple, transposed: bool) -> tuple | None:
     """What lstm_fprop_seq / lstm_bprop_seq take, or None where they cannot run: the GEMM
     path's kernel pointers (gemm.kernel_gemm_pointers), None where the tile kernels
-    (lstm_fprop_tiles / lstm_bprop_tiles) run instead (_tiles); W (4n, n) C-ordered float32 (W_recur
+    (lstm_*_tiles / lstm_*_cols) run instead (_tiles); W (4n, n) C-ordered float32 (W_recur
     itself, or the array under W_recur.T when `transposed`); per key of S, (root, r0, c0,
     column step) of its step views; the starting state h0, c0 as C-ordered float32 (n, N)
     arrays (h_prev and c_prev must be them, then h's and c's steps); the step count, the
@@ -178,8 +178,9 @@ TILES = True     # the tile kernels where tiles.TILE is set (tests switch it off
 
 
 def _tiles() -> bool:
-    """Whether the sequences run as register tiles (rnn_kernels.lstm_*_tiles): TILES, and a
-    tile shape for this host (tiles.TILE; numba installed, as _kernels found)."""
+    """Whether the sequences run as register tiles (rnn_kernels.lstm_*_tiles or lstm_*_cols,
+    whatever the GEMM path): TILES, and a tile shape for this host (tiles.TILE; numba
+    installed, as _kernels found)."""
     if not TILES:
         return False
     from . import tiles
