@@ -127,3 +127,58 @@ def test_tall_tiles_match_float64(M, N, beta):
               N, np.float32(beta))
     want = _expected(W[:M, :K], B, C0, N, beta)
     np.testing.assert_allclose(C, want, rtol=2e-5, atol=2e-5 * np.sqrt(K))
+
+
+_AVX2_CHILD = r'''
+import llvmlite.binding as llvm
+host = llvm.get_host_cpu_features
+def avx2_only():
+    features = host()
+    for name in list(features):
+        if name.startswith("avx512"):
+            features[name] = False
+    return features
+llvm.get_host_cpu_features = avx2_only        # numba's codegen and tiles both ask this
+import numpy as np
+from numba import njit
+from neonlike.backends.cpu import tiles
+assert tiles.TILE == (6, 2, 8), tiles.TILE
+
+@njit
+def run(W, M, K, B, C, N, beta, tall):
+    flat, ld, step = W.reshape(W.size), W.shape[1], tiles.TALL if tall else tiles.ROWS
+    for p in range(0, M, step):
+        mr = min(step, M - p)
+        if tall:
+            tiles.tall_gemm(K, flat, p * ld, 1, ld, mr, B, 0, N, C, p * N, N, N, beta)
+        else:
+            tiles.panel_gemm(K, flat, p * ld, 1, ld, mr, B, 0, N, C, p * N, N, N, beta)
+
+rng = np.random.default_rng(0)
+for M, K, N in ((6, 5, 16), (13, 33, 21), (12, 8, 8), (25, 17, 40)):
+    for beta in (0.0, 1.0):
+        for tall in (False, True):
+            W = rng.standard_normal((M, K)).astype(np.float32)
+            B = rng.standard_normal((K, N)).astype(np.float32)
+            C = rng.standard_normal((M, N)).astype(np.float32)
+            want = W.astype(np.float64) @ B + beta * C
+            run(W, M, K, B.reshape(-1), C.reshape(-1), N, np.float32(beta), tall)
+            np.testing.assert_allclose(C, want, rtol=2e-5, atol=1e-4)
+print("AVX2 TILE OK")
+'''
+
+
+def test_the_avx2_tile_shape_computes_right(tmp_path):
+    """The AVX2 + FMA shape (6 x 2 x 8), which no machine here has: a child process that hides
+    the host's AVX-512 from llvmlite (so numba compiles for AVX2 and tiles.TILE is the AVX2
+    shape), with its own numba cache, checks panel_gemm and tall_gemm against float64."""
+    import os
+    import subprocess
+    import sys
+    import llvmlite.binding as llvm
+    if not llvm.get_host_cpu_features().get("avx2"):
+        pytest.skip("the host cannot run AVX2 code")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", _AVX2_CHILD], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0 and "AVX2 TILE OK" in done.stdout, done.stderr[-3000:]
