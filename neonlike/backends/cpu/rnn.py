@@ -154,9 +154,10 @@ def _sequence_plan(W_recur: Any, S: dict, keys: tuple, transposed: bool) -> tupl
     if k is None or len(S["h"]) == 0:
         return None
     from .gemm import kernel_gemm_pointers
-    ptrs = None if _tiles() else kernel_gemm_pointers()
+    tiled = _tiles()
+    ptrs = None if tiled else kernel_gemm_pointers()
     W = getattr(W_recur, "_tensor", None)
-    if (ptrs is None and not _tiles()) or W is None:
+    if (ptrs is None and not tiled) or W is None:
         return None
     W = W.T if transposed else W
     if W.dtype != _F32 or W.ndim != 2 or not W.flags.c_contiguous or W.shape[0] != 4 * W.shape[1]:

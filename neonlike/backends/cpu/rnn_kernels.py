@@ -203,93 +203,103 @@ def lstm_bprop_seq(gemm, local, W, dh, dr, dc, dcs, cd, er, ec, ecs, ifog, ir, i
 # The same sequences with the recurrent GEMM as register tiles (tiles.py) reading W in place
 # (its rows forward, its columns backward: as fast as packed panels, measured, and no packing a
 # call): no library call a step, and the GEMM near the core's peak where the BLAS's
-# small-matrix kernels ran at ~60% of it. A task takes its units tiles.ROWS at a time: the
-# lines its pointwise work will write are asked for first (tiles.prefetch_rows), then the
-# GEMM's rows for those units (four gate panels forward, one backward), then their pointwise
-# work, while the rows are still in cache.
+# small-matrix kernels ran at ~60% of it. Two ways to share the work (one step's work for a
+# block of units and columns is _fprop_step / _bprop_step in both):
+# - the units (lstm_*_tiles): one parallel region a step, each task its units' rows over the
+#   whole batch, in ROWS-row tiles;
+# - the batch, where it holds a vector width of columns for every thread (lstm_*_cols): a task
+#   runs every step of the sequence for its own columns, all units, with no data of another
+#   task's and no wait for one, so the whole sequence is one parallel region (the unit split's
+#   GEMM reads the other core's half of h_prev or of the gate errors each step). Each core
+#   reads all of W each step (from L3 where it does not stay in L2); its tiles are TALL rows
+#   one vector wide (tiles.tall_gemm). Measured, the forward GEMM runs 77 us a step against
+#   the unit split's 90.
+# A step takes its units tiles.ROWS (or TALL) at a time: the lines its pointwise work will
+# write are asked for first (tiles.prefetch_rows), then the GEMM's rows for those units (four
+# gate panels forward, one backward), then their pointwise work, while the rows are still in
+# cache.
 
-@njit(parallel=True, cache=True, fastmath=_FMA)
-def lstm_fprop_tiles(W, ifog, ir, ic, ics, h0, c0, h, hr, hc, hcs, c, cr, cc, ccs,
-                     ca, ar, ac, acs, n, N, T, tasks):
-    """lstm_fprop_seq with the recurrent GEMM as register tiles over W (4n, n), C-ordered."""
-    MR = tiles.ROWS
+@njit(cache=True, fastmath=_FMA)
+def _tile_rows(tall, K, A, aoff, ak, ar, mr, B, boff, ldb, C, coff, ldc, N, beta):
+    """tiles.tall_gemm where `tall`, else tiles.panel_gemm."""
+    if tall:
+        tiles.tall_gemm(K, A, aoff, ak, ar, mr, B, boff, ldb, C, coff, ldc, N, beta)
+    else:
+        tiles.panel_gemm(K, A, aoff, ak, ar, mr, B, boff, ldb, C, coff, ldc, N, beta)
+
+
+@njit(cache=True, fastmath=_FMA)
+def _fprop_step(t, u0, u1, j0, w, tall, W, ifog, ir, ic, ics, h0, c0, h, hr, hc, hcs, c, cr,
+                cc, ccs, ca, ar, ac, acs, n, N):
+    """Step t of lstm_fprop_seq for units u0 .. u1 and the batch's columns j0 .. j0 + w."""
+    MR = tiles.TALL if tall else tiles.ROWS
     flat_W, flat_ifog = W.reshape(W.size), ifog.reshape(ifog.size)
-    flat_h, flat_h0 = h.reshape(h.size), h0.reshape(h0.size)
     li, lh = ifog.shape[1], h.shape[1]
-    for t in range(T):
-        for task in prange(tasks):
-            u0, u1 = task * n // tasks, (task + 1) * n // tasks
-            gi, hi, ci, ai = ic + t * ics, hc + t * hcs, cc + t * ccs, ac + t * acs
-            if t == 0:
-                hp, hoff, ldh, cp, pr, pc = flat_h0, 0, N, c0, 0, 0
-            else:
-                hp, hoff, ldh, cp, pr, pc = flat_h, hr * lh + hi - hcs, lh, c, cr, ci - ccs
-            for u in range(u0, u1, MR):
-                mr = min(MR, u1 - u)
-                tiles.prefetch_rows(c, cr + u, cr + u + mr, ci, N)
-                tiles.prefetch_rows(ca, ar + u, ar + u + mr, ai, N)
-                tiles.prefetch_rows(h, hr + u, hr + u + mr, hi, N)
-                for gate in range(4):
-                    row = gate * n + u
-                    tiles.panel_gemm(n, flat_W, row * n, 1, n, mr, hp, hoff, ldh,
-                                     flat_ifog, (ir + row) * li + gi, li, N, 1.0)
-                _fprop_rows(ifog, ir, gi, cp, pr, pc, c, cr, ci, ca, ar, ai, h, hr, hi, n, N,
-                            u, u + mr)
+    gi, hi, ci, ai = ic + t * ics + j0, hc + t * hcs + j0, cc + t * ccs + j0, ac + t * acs + j0
+    if t == 0:
+        hp, hoff, ldh, cp, pr, pc = h0.reshape(h0.size), j0, N, c0, 0, j0
+    else:
+        hp, hoff, ldh, cp, pr, pc = h.reshape(h.size), hr * lh + hi - hcs, lh, c, cr, ci - ccs
+    for u in range(u0, u1, MR):
+        mr = min(MR, u1 - u)
+        tiles.prefetch_rows(c, cr + u, cr + u + mr, ci, w)
+        tiles.prefetch_rows(ca, ar + u, ar + u + mr, ai, w)
+        tiles.prefetch_rows(h, hr + u, hr + u + mr, hi, w)
+        for gate in range(4):
+            row = gate * n + u
+            _tile_rows(tall, n, flat_W, row * n, 1, n, mr, hp, hoff, ldh, flat_ifog,
+                       (ir + row) * li + gi, li, w, 1.0)
+        _fprop_rows(ifog, ir, gi, cp, pr, pc, c, cr, ci, ca, ar, ai, h, hr, hi, n, w, u, u + mr)
 
 
-@njit(parallel=True, cache=True, fastmath=_FMA)
-def lstm_bprop_tiles(W, dh, dr, dc, dcs, cd, er, ec, ecs, ifog, ir, ic, ics, c0, c, cr,
-                     cc, ccs, ca, ar, ac, acs, ifd, gr, gc, gcs, n, N, T, tasks, h0e, c0e):
-    """lstm_bprop_seq with the errors sent back in time as register tiles over W.T, read from
-    W (4n, n) C-ordered (the array under W_recur.T)."""
-    MR = tiles.ROWS
+@njit(cache=True, fastmath=_FMA)
+def _bprop_step(t, T, u0, u1, j0, w, tall, W, dh, dr, dc, dcs, cd, er, ec, ecs, ifog, ir, ic,
+                ics, c0, c, cr, cc, ccs, ca, ar, ac, acs, ifd, gr, gc, gcs, n):
+    """Step t of lstm_bprop_seq for units u0 .. u1 and the batch's columns j0 .. j0 + w."""
+    MR = tiles.TALL if tall else tiles.ROWS
     K = 4 * n
     flat_W, flat_dh, flat_ifd = W.reshape(W.size), dh.reshape(dh.size), ifd.reshape(ifd.size)
-    flat_h0e = h0e.reshape(h0e.size)
     ld, lg = dh.shape[1], ifd.shape[1]
-    for t in range(T - 1, -1, -1):
-        for task in prange(tasks):
-            u0, u1 = task * n // tasks, (task + 1) * n // tasks
-            di, ei, gi, ii, ai = dc + t * dcs, ec + t * ecs, gc + t * gcs, ic + t * ics, \
-                ac + t * acs
-            has_next = t < T - 1
-            if t == 0:
-                cp, pr, pc = c0, 0, 0
-            else:
-                cp, pr, pc = c, cr, cc + (t - 1) * ccs
-            for u in range(u0, u1, MR):
-                mr = min(MR, u1 - u)
-                tiles.prefetch_rows(cd, er + u, er + u + mr, ei, N)
-                tiles.prefetch_rows(ca, ar + u, ar + u + mr, ai, N)
-                tiles.prefetch_rows(cp, pr + u, pr + u + mr, pc, N)
-                for gate in range(4):
-                    tiles.prefetch_rows(ifd, gr + gate * n + u, gr + gate * n + u + mr, gi, N)
-                    tiles.prefetch_rows(ifog, ir + gate * n + u, ir + gate * n + u + mr, ii, N)
-                if has_next:
-                    tiles.panel_gemm(K, flat_W, u, n, 1, mr, flat_ifd, gr * lg + gi + gcs, lg,
-                                     flat_dh, (dr + u) * ld + di, ld, N, 1.0)
-                # (the next step's views are read only where has_next)
-                _bprop_rows(dh, dr, di, cd, er, ei, cd, er, ei + ecs, ifog, ir + n, ii + ics,
-                            has_next, ifog, ir, ii, cp, pr, pc, ca, ar, ai, ifd, gr, gi, n, N,
-                            u, u + mr)
-    for task in prange(tasks):
-        u0, u1 = task * n // tasks, (task + 1) * n // tasks
-        for u in range(u0, u1, MR):
-            tiles.panel_gemm(K, flat_W, u, n, 1, min(MR, u1 - u), flat_ifd, gr * lg + gc, lg,
-                             flat_h0e, u * N, N, N, 0.0)
-        for r in range(u0, u1):
-            out, cdel, f = c0e[r], cd[er + r, ec:ec + N], ifog[ir + n + r, ic:ic + N]
-            for j in range(N):
-                out[j] = cdel[j] * f[j]
+    di, ei, gi, ii, ai = dc + t * dcs + j0, ec + t * ecs + j0, gc + t * gcs + j0, \
+        ic + t * ics + j0, ac + t * acs + j0
+    has_next = t < T - 1
+    if t == 0:
+        cp, pr, pc = c0, 0, j0
+    else:
+        cp, pr, pc = c, cr, cc + (t - 1) * ccs + j0
+    for u in range(u0, u1, MR):
+        mr = min(MR, u1 - u)
+        tiles.prefetch_rows(cd, er + u, er + u + mr, ei, w)
+        tiles.prefetch_rows(ca, ar + u, ar + u + mr, ai, w)
+        tiles.prefetch_rows(cp, pr + u, pr + u + mr, pc, w)
+        for gate in range(4):
+            tiles.prefetch_rows(ifd, gr + gate * n + u, gr + gate * n + u + mr, gi, w)
+            tiles.prefetch_rows(ifog, ir + gate * n + u, ir + gate * n + u + mr, ii, w)
+        if has_next:
+            _tile_rows(tall, K, flat_W, u, n, 1, mr, flat_ifd, gr * lg + gi + gcs, lg, flat_dh,
+                       (dr + u) * ld + di, ld, w, 1.0)
+        # (the next step's views are read only where has_next)
+        _bprop_rows(dh, dr, di, cd, er, ei, cd, er, ei + ecs, ifog, ir + n, ii + ics, has_next,
+                    ifog, ir, ii, cp, pr, pc, ca, ar, ai, ifd, gr, gi, n, w, u, u + mr)
 
 
-# ---------------------------------------------------------------- batch-column sequences
-# Where the batch holds a vector width of columns for every thread, the tasks split the batch
-# instead of the units: a task runs every step of the sequence for its own columns, all units,
-# with no data of another task's and no wait for one, so the whole sequence is one parallel
-# region (the unit split needs one a step, and its GEMM reads the other core's half of h_prev
-# or of the gate errors each step). Each core reads all of W each step (from L3 where it does
-# not stay in L2); measured, the forward GEMM runs 77 us a step against the unit split's 90.
+@njit(cache=True, fastmath=_FMA)
+def _start_errors_tiles(u0, u1, j0, w, tall, W, cd, er, ec, ifog, ir, ic, ifd, gr, gc, n, N,
+                        h0e, c0e):
+    """The starting state's errors for units u0 .. u1 and columns j0 .. j0 + w: h0e = W.T @
+    ifd's step 0, c0e = cd's step 0 * f's step 0 (both (n, N), C-ordered)."""
+    MR = tiles.TALL if tall else tiles.ROWS
+    flat_W, flat_ifd, flat_h0e = W.reshape(W.size), ifd.reshape(ifd.size), h0e.reshape(h0e.size)
+    lg = ifd.shape[1]
+    for u in range(u0, u1, MR):
+        _tile_rows(tall, 4 * n, flat_W, u, n, 1, min(MR, u1 - u), flat_ifd, gr * lg + gc + j0,
+                   lg, flat_h0e, u * N + j0, N, w, 0.0)
+    for r in range(u0, u1):
+        out = c0e[r, j0:j0 + w]
+        cdel, f = cd[er + r, ec + j0:ec + j0 + w], ifog[ir + n + r, ic + j0:ic + j0 + w]
+        for j in range(w):
+            out[j] = cdel[j] * f[j]
+
 
 @njit(cache=True, inline="always")
 def _share(task, tasks, N):
@@ -302,35 +312,43 @@ def _share(task, tasks, N):
 
 
 @njit(parallel=True, cache=True, fastmath=_FMA)
+def lstm_fprop_tiles(W, ifog, ir, ic, ics, h0, c0, h, hr, hc, hcs, c, cr, cc, ccs,
+                     ca, ar, ac, acs, n, N, T, tasks):
+    """lstm_fprop_seq with the recurrent GEMM as register tiles over W (4n, n), C-ordered,
+    `tasks` tasks a step each a share of the units."""
+    for t in range(T):
+        for task in prange(tasks):
+            _fprop_step(t, task * n // tasks, (task + 1) * n // tasks, 0, N, False, W, ifog,
+                        ir, ic, ics, h0, c0, h, hr, hc, hcs, c, cr, cc, ccs, ca, ar, ac, acs,
+                        n, N)
+
+
+@njit(parallel=True, cache=True, fastmath=_FMA)
+def lstm_bprop_tiles(W, dh, dr, dc, dcs, cd, er, ec, ecs, ifog, ir, ic, ics, c0, c, cr,
+                     cc, ccs, ca, ar, ac, acs, ifd, gr, gc, gcs, n, N, T, tasks, h0e, c0e):
+    """lstm_bprop_seq with the errors sent back in time as register tiles over W.T, read from
+    W (4n, n) C-ordered (the array under W_recur.T), `tasks` tasks a step each a share of the
+    units."""
+    for t in range(T - 1, -1, -1):
+        for task in prange(tasks):
+            _bprop_step(t, T, task * n // tasks, (task + 1) * n // tasks, 0, N, False, W, dh,
+                        dr, dc, dcs, cd, er, ec, ecs, ifog, ir, ic, ics, c0, c, cr, cc, ccs,
+                        ca, ar, ac, acs, ifd, gr, gc, gcs, n)
+    for task in prange(tasks):
+        _start_errors_tiles(task * n // tasks, (task + 1) * n // tasks, 0, N, False, W, cd, er,
+                            ec, ifog, ir, ic, ifd, gr, gc, n, N, h0e, c0e)
+
+
+@njit(parallel=True, cache=True, fastmath=_FMA)
 def lstm_fprop_cols(W, ifog, ir, ic, ics, h0, c0, h, hr, hc, hcs, c, cr, cc, ccs,
                     ca, ar, ac, acs, n, N, T, tasks):
     """lstm_fprop_tiles with `tasks` tasks each a share of the batch's columns (_share) over
     all T steps."""
-    MR = tiles.TALL
-    flat_W, flat_ifog = W.reshape(W.size), ifog.reshape(ifog.size)
-    flat_h, flat_h0 = h.reshape(h.size), h0.reshape(h0.size)
-    li, lh = ifog.shape[1], h.shape[1]
     for task in prange(tasks):
         j0, j1 = _share(task, tasks, N)
-        w = j1 - j0
         for t in range(T):
-            gi, hi, ci, ai = ic + t * ics + j0, hc + t * hcs + j0, cc + t * ccs + j0, \
-                ac + t * acs + j0
-            if t == 0:
-                hp, hoff, ldh, cp, pr, pc = flat_h0, j0, N, c0, 0, j0
-            else:
-                hp, hoff, ldh, cp, pr, pc = flat_h, hr * lh + hi - hcs, lh, c, cr, ci - ccs
-            for u in range(0, n, MR):
-                mr = min(MR, n - u)
-                tiles.prefetch_rows(c, cr + u, cr + u + mr, ci, w)
-                tiles.prefetch_rows(ca, ar + u, ar + u + mr, ai, w)
-                tiles.prefetch_rows(h, hr + u, hr + u + mr, hi, w)
-                for gate in range(4):
-                    row = gate * n + u
-                    tiles.tall_gemm(n, flat_W, row * n, 1, n, mr, hp, hoff, ldh,
-                                     flat_ifog, (ir + row) * li + gi, li, w, 1.0)
-                _fprop_rows(ifog, ir, gi, cp, pr, pc, c, cr, ci, ca, ar, ai, h, hr, hi, n, w,
-                            u, u + mr)
+            _fprop_step(t, 0, n, j0, j1 - j0, True, W, ifog, ir, ic, ics, h0, c0, h, hr, hc,
+                        hcs, c, cr, cc, ccs, ca, ar, ac, acs, n, N)
 
 
 @njit(parallel=True, cache=True, fastmath=_FMA)
@@ -338,42 +356,11 @@ def lstm_bprop_cols(W, dh, dr, dc, dcs, cd, er, ec, ecs, ifog, ir, ic, ics, c0, 
                     cc, ccs, ca, ar, ac, acs, ifd, gr, gc, gcs, n, N, T, tasks, h0e, c0e):
     """lstm_bprop_tiles with `tasks` tasks each a share of the batch's columns (_share) over
     all T steps, the starting state's errors included."""
-    MR = tiles.TALL
-    K = 4 * n
-    flat_W, flat_dh, flat_ifd = W.reshape(W.size), dh.reshape(dh.size), ifd.reshape(ifd.size)
-    flat_h0e = h0e.reshape(h0e.size)
-    ld, lg = dh.shape[1], ifd.shape[1]
     for task in prange(tasks):
         j0, j1 = _share(task, tasks, N)
-        w = j1 - j0
         for t in range(T - 1, -1, -1):
-            di, ei, gi, ii, ai = dc + t * dcs + j0, ec + t * ecs + j0, gc + t * gcs + j0, \
-                ic + t * ics + j0, ac + t * acs + j0
-            has_next = t < T - 1
-            if t == 0:
-                cp, pr, pc = c0, 0, j0
-            else:
-                cp, pr, pc = c, cr, cc + (t - 1) * ccs + j0
-            for u in range(0, n, MR):
-                mr = min(MR, n - u)
-                tiles.prefetch_rows(cd, er + u, er + u + mr, ei, w)
-                tiles.prefetch_rows(ca, ar + u, ar + u + mr, ai, w)
-                tiles.prefetch_rows(cp, pr + u, pr + u + mr, pc, w)
-                for gate in range(4):
-                    tiles.prefetch_rows(ifd, gr + gate * n + u, gr + gate * n + u + mr, gi, w)
-                    tiles.prefetch_rows(ifog, ir + gate * n + u, ir + gate * n + u + mr, ii, w)
-                if has_next:
-                    tiles.tall_gemm(K, flat_W, u, n, 1, mr, flat_ifd, gr * lg + gi + gcs, lg,
-                                     flat_dh, (dr + u) * ld + di, ld, w, 1.0)
-                # (the next step's views are read only where has_next)
-                _bprop_rows(dh, dr, di, cd, er, ei, cd, er, ei + ecs, ifog, ir + n, ii + ics,
-                            has_next, ifog, ir, ii, cp, pr, pc, ca, ar, ai, ifd, gr, gi, n, w,
-                            u, u + mr)
-        for u in range(0, n, MR):
-            tiles.tall_gemm(K, flat_W, u, n, 1, min(MR, n - u), flat_ifd, gr * lg + gc + j0,
-                             lg, flat_h0e, u * N + j0, N, w, 0.0)
-        for r in range(n):
-            out = c0e[r, j0:j1]
-            cdel, f = cd[er + r, ec + j0:ec + j1], ifog[ir + n + r, ic + j0:ic + j1]
-            for j in range(w):
-                out[j] = cdel[j] * f[j]
+            _bprop_step(t, T, 0, n, j0, j1 - j0, True, W, dh, dr, dc, dcs, cd, er, ec, ecs,
+                        ifog, ir, ic, ics, c0, c, cr, cc, ccs, ca, ar, ac, acs, ifd, gr, gc,
+                        gcs, n)
+        _start_errors_tiles(0, n, j0, j1 - j0, True, W, cd, er, ec, ifog, ir, ic, ifd, gr, gc,
+                            n, N, h0e, c0e)

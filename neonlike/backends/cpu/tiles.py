@@ -72,6 +72,15 @@ def _data(context, builder, aryty, value):
     return context.make_array(aryty)(context, builder, value).data
 
 
+def _prefetch_for_write(builder, ptr):
+    """Emit llvm.prefetch of ptr's cache line, for writing, into L1."""
+    i32 = ir.IntType(32)
+    fn = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32]),
+        "llvm.prefetch.p0")
+    builder.call(fn, [ptr, ir.Constant(i32, 1), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+
+
 def _tile(R: int, V: int, VW: int):
     """The intrinsic tile(K, A, aoff, astride, arstride, B, boff, ldb, C, coff, ldc, beta): R
     rows by V vectors of VW columns, C[coff + r*ldc + j] = sum_k A[aoff + k*astride +
@@ -110,14 +119,10 @@ def _tile(R: int, V: int, VW: int):
             acc = [[cgutils.alloca_once_value(builder, zeros) for _ in range(V)]
                    for _ in range(R)]
             A0, B0, C0 = (builder.gep(p, [o]) for p, o in ((Ap, aoff), (Bp, boff), (Cp, coff)))
-            prefetch = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(ir.VoidType(), [C0.type, i32, i32, i32]),
-                "llvm.prefetch.p0")
             for r in range(R):          # C's lines, on their way while the k loop runs
                 crow = builder.gep(C0, [builder.mul(const(r), ldc)])
                 for v in range(0, V * VW, 16):
-                    builder.call(prefetch, [builder.gep(crow, [const(v)]), ir.Constant(i32, 1),
-                                            ir.Constant(i32, 3), ir.Constant(i32, 1)])
+                    _prefetch_for_write(builder, builder.gep(crow, [const(v)]))
             with cgutils.for_range(builder, K) as loop:
                 k = loop.index
                 brow = builder.gep(B0, [builder.mul(k, ldb)])
@@ -223,13 +228,9 @@ def _prefetch_write(typingctx, A, off):
         return None
 
     def codegen(context, builder, signature, args):
-        p = builder.gep(_data(context, builder, signature.args[0], args[0]),
-                        [context.cast(builder, args[1], signature.args[1], types.int64)])
-        i32 = ir.IntType(32)
-        fn = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [p.type, i32, i32, i32]),
-            "llvm.prefetch.p0")
-        builder.call(fn, [p, ir.Constant(i32, 1), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        _prefetch_for_write(builder, builder.gep(
+            _data(context, builder, signature.args[0], args[0]),
+            [context.cast(builder, args[1], signature.args[1], types.int64)]))
         return context.get_dummy_value()
 
     return types.void(A, off), codegen
