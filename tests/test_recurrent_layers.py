@@ -456,3 +456,42 @@ def test_float32_lstm_runs_its_steps_as_one_kernel(monkeypatch, cls, steps, kern
         out32 = l32.fprop(be32.array(x.astype(np.float32)),
                           init_state=be32.array(h0.astype(np.float32))).get()
         np.testing.assert_allclose(out32, out64, rtol=1e-4, atol=1e-5)
+
+
+# ---------------------------------------------------------------- the whole-sequence products
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("nin, nout, n, steps", [(21, 53, 5, 3), (64, 40, 32, 4), (3, 2, 1, 1)])
+def test_rnn_products_match_float64(monkeypatch, dt, nin, nout, n, steps):
+    """compound_rnn_input (W @ x + b) and compound_rnn_weight_grads (delta @ x.T, and delta
+    against the step before: h0 for the first) against float64 numpy; on the CPU in float32
+    as tiles.gemm products where the host has a tile (three: the input's and the two
+    gradients'), else and in float64 the generic op; a strided x takes the generic op too."""
+    from neonlike.backends.cpu import rnn as cpu_rnn
+    from neonlike.backends.cpu import tiles
+    ran = []
+    gemm = tiles.gemm
+    monkeypatch.setattr(tiles, "gemm", lambda *a: (ran.append(a[:3]), gemm(*a)))
+    be = gen_backend("cpu", datatype=dt, batch_size=n, rng_seed=0)
+    rng = np.random.default_rng(nin + nout + n)
+    rows, cols = 4 * nout, steps * n
+    W, x, b = rng.normal(size=(rows, nin)), rng.normal(size=(nin, cols)), rng.normal(size=(rows, 1))
+    D, h, h0 = rng.normal(size=(rows, cols)), rng.normal(size=(nout, cols)), \
+        rng.normal(size=(nout, n))
+    out, dWi, dWr = be.empty((rows, cols)), be.empty((rows, nin)), be.empty((rows, nout))
+    be.compound_rnn_input(be.array(W), be.array(x), be.array(b), out)
+    be.compound_rnn_weight_grads(be.array(D), be.array(x), be.array(h), be.array(h0), n, dWi,
+                                 dWr)
+    h_prev = np.concatenate([h0, h[:, :-n]], axis=1)
+    tol = dict(rtol=1e-4, atol=1e-4) if dt == np.float32 else dict(rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(out.get(), W @ x + b, **tol)
+    np.testing.assert_allclose(dWi.get(), D @ x.T, **tol)
+    np.testing.assert_allclose(dWr.get(), D @ h_prev.T, **tol)
+    tiled = dt == np.float32 and cpu_rnn._tiles()
+    assert ran == ([(rows, cols, nin), (rows, nin, cols), (rows, nout, cols)] if tiled else [])
+    ran.clear()
+    wide = be.array(np.concatenate([x, x], axis=1))
+    be.compound_rnn_input(be.array(W), wide[:, ::2] if cols > 1 else wide[:, :1], be.array(b),
+                          out)
+    assert ran == []
+    np.testing.assert_allclose(out.get(), W @ np.concatenate([x, x], axis=1)[:, ::2][:, :cols]
+                               + b, **tol)

@@ -182,3 +182,75 @@ def test_the_avx2_tile_shape_computes_right(tmp_path):
     done = subprocess.run([sys.executable, "-c", _AVX2_CHILD], env=env, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0 and "AVX2 TILE OK" in done.stdout, done.stderr[-3000:]
+
+
+# ---------------------------------------------------------------- whole products (tiles.gemm)
+@pytest.mark.parametrize("M, N, K", [(1, 1, 1), (tiles.ROWS + 3, W2 + 5, 7),
+                                     (3 * tiles.ROWS + 1, tiles.JC + W2 + 3, tiles.KC + 9),
+                                     (64, 100, 2 * tiles.KC)])
+@pytest.mark.parametrize("tasks", [1, 2, 3])
+@pytest.mark.parametrize("form", ["A", "A.T", "bias", "B packed"])
+def test_gemm_matches_float64(M, N, K, tasks, form):
+    """C = A @ B (+ bias): A in place as rows or as W.T's, B row-major or packed from X.T (with
+    the split of its rows between two sources), over KC-deep and JC-wide blocks and the tasks'
+    row shares; C's neighbours untouched."""
+    rng = np.random.default_rng(M + 7 * N + 13 * K + tasks)
+    A = rng.standard_normal((M, K)).astype(np.float32)
+    B = rng.standard_normal((K, N)).astype(np.float32)
+    bias = rng.standard_normal(M).astype(np.float32) if form == "bias" else \
+        np.empty(0, np.float32)
+    C = np.full((M + 2, N + 3), 7.0, np.float32)
+    coff, ldc = 1 * (N + 3) + 2, N + 3
+    flat = C.reshape(-1)
+    if form == "A.T":
+        W = np.ascontiguousarray(A.T)
+        tiles.gemm(M, N, K, W.reshape(-1), 0, M, 1, B.reshape(-1), 0, N, False, flat, coff, ldc,
+                   bias, tasks)
+    elif form == "B packed":
+        X = np.ascontiguousarray(B.T)
+        split = K // 3
+        P = np.full(-(-N // tiles.PANEL) * tiles.PANEL * K, np.nan, np.float32)
+        tiles.pack_transposed(np.ascontiguousarray(X[:, :split]),
+                              np.ascontiguousarray(X[:, split:]), split, K, P, tasks)
+        tiles.gemm(M, N, K, A.reshape(-1), 0, 1, K, P, 0, 0, True, flat, coff, ldc, bias, tasks)
+    else:
+        tiles.gemm(M, N, K, A.reshape(-1), 0, 1, K, B.reshape(-1), 0, N, False, flat, coff, ldc,
+                   bias, tasks)
+    want = A.astype(np.float64) @ B.astype(np.float64)
+    if bias.size:
+        want += bias[:, None]
+    np.testing.assert_allclose(C[1:1 + M, 2:2 + N], want, rtol=1e-4, atol=1e-4 * np.sqrt(K))
+    rest = C.copy()
+    rest[1:1 + M, 2:2 + N] = 7.0
+    assert (rest == 7.0).all()
+
+
+def test_rowvec_kernels_match_numpy():
+    """A rowvec cell as vectors of WIDTH columns and as scalars: the same values as numpy's
+    float64 arithmetic on the float32 operands (to float32 rounding), in place included."""
+    from neonlike.backends.cpu import rowvec
+    from neonlike.backends.cpu.rowvec import ONE
+
+    def cell(a, b, c):
+        return a * b + c, ONE - a * a, (b - c) * 2
+
+    vec, one = rowvec.vector_kernel(cell, 3, 3), rowvec.scalar_kernel(cell)
+
+    @njit
+    def run(X, P, Q, R, n):
+        full = n - n % tiles.WIDTH
+        for j in range(0, full, tiles.WIDTH):
+            # the first operand's row is also the second result's: in place
+            vec(X, j, X, n + j, X, 2 * n + j, P, j, X, j, R, j)
+        for j in range(full, n):
+            P[j], X[j], R[j] = one(X[j], X[n + j], X[2 * n + j])
+
+    rng = np.random.default_rng(3)
+    n = 2 * tiles.WIDTH + 5
+    X = rng.standard_normal(3 * n).astype(np.float32)
+    a, b, c = (X[k * n:(k + 1) * n].astype(np.float64) for k in range(3))
+    P, R = np.zeros(n, np.float32), np.zeros(n, np.float32)
+    run(X, P, np.zeros(1, np.float32), R, n)
+    np.testing.assert_allclose(P, a * b + c, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(X[:n], 1 - a * a, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(R, (b - c) * 2, rtol=1e-6, atol=1e-6)

@@ -53,6 +53,22 @@ class RNNOpsMixin:
             if delta_prev is not None:
                 self.compound_dot(W_recur, delta, delta_prev, beta=1.0)
 
+    def compound_rnn_input(self, W_input: Any, x: Any, bias: Any, out: Any) -> None:
+        """out = W_input @ x + bias (bias (rows, 1), broadcast along the columns): a recurrent
+        layer's input projections of every step at once. A device may run it as one kernel."""
+        self.compound_dot(W_input, x, out)
+        out[:] = out + bias
+
+    def compound_rnn_weight_grads(self, delta: Any, x: Any, h: Any, h0: Any, bsz: int,
+                                  dW_input: Any, dW_recur: Any) -> None:
+        """A recurrent layer's weight gradients over every step, forward in time: dW_input =
+        delta @ x.T and dW_recur = sum over steps t of delta[t] @ h_prev[t].T, where h_prev[t]
+        is h's step t - 1 and h0 (rows, bsz) for step 0 (delta, x, h: (rows, steps * bsz))."""
+        self.compound_dot(delta, x.T, dW_input)
+        self.compound_dot(delta[:, :bsz], h0.T, dW_recur)
+        if delta.shape[1] > bsz:
+            self.compound_dot(delta[:, bsz:], h[:, :-bsz].T, dW_recur, beta=1.0)
+
     def compound_lstm_fprop_steps(self, W_recur: Any, S: dict, activation: Any,
                                   gate_activation: Any) -> None:
         """Every step of an LSTM layer's fprop, in the order of S's lists (per-step views, as

@@ -350,8 +350,7 @@ class LSTM(Recurrent):
         self._start(fresh, init_state, [(self.h0, self.final_state_buffer),
                                         (self.c0, self.final_cell_buffer)])
         be = self.be
-        be.compound_dot(self.W_input, self.x, self.ifog_buffer)
-        self.ifog_buffer[:] = self.ifog_buffer + self.b
+        be.compound_rnn_input(self.W_input, self.x, self.b, self.ifog_buffer)
         be.compound_lstm_fprop_steps(self.W_recur, self._S, self.activation,
                                      self.gate_activation)
         self.final_state_buffer[:] = self.h[-1]
@@ -364,9 +363,12 @@ class LSTM(Recurrent):
         be.compound_lstm_bprop_steps(self.W_recur.T, self._S, self.activation,
                                      self.gate_activation, self.final_hidden_error,
                                      self.final_cell_error)
-        _recur_grad(be, self.dW_recur, d, self.outputs, self.h0, be.bsz, False)
-        self._input_grads(d, self.W_input, self.dW_input, self.db, self.x,
-                          self._deltas_2d(self.out_deltas_buffer, self.nin), alpha, beta)
+        be.compound_rnn_weight_grads(d, self.x, self.outputs, self.h0, be.bsz, self.dW_input,
+                                     self.dW_recur)
+        self.db[:] = be.sum(d, axis=1)
+        out = self._deltas_2d(self.out_deltas_buffer, self.nin)
+        if out is not None:
+            be.compound_dot(self.W_input.T, d, out, alpha=alpha, beta=beta)
         return self.out_deltas_buffer
 
 

@@ -95,6 +95,55 @@ class CPURNNMixin:
                                                     gate_activation, nout)
         k.lstm_bprop(*args[:12], has_next, *args[12:], nout, dh.shape[1])
 
+    # ---------------------------------------------------------------- whole products
+    def compound_rnn_input(self, W_input: Any, x: Any, bias: Any, out: Any) -> None:
+        """As the generic op (W_input @ x + bias), as tiles.gemm with the bias as C's start
+        where the tile kernels run and the operands are C-ordered float32 arrays: one pass
+        over out where the GEMM path's call and a bias statement made two (256 units, batch
+        32, 50 steps: 4.28 against 4.90 ms, order-balanced)."""
+        arrays = _plain((W_input, x, bias, out))
+        if arrays is None or not _tiles() or arrays[2].shape != (arrays[0].shape[0], 1):
+            return super().compound_rnn_input(W_input, x, bias, out)
+        from . import tiles
+        W, X, b, C = arrays
+        (M, K), N = W.shape, X.shape[1]
+        if X.shape[0] != K or C.shape != (M, N):
+            return super().compound_rnn_input(W_input, x, bias, out)
+        tiles.gemm(M, N, K, _flat(W), 0, 1, K, _flat(X), 0, N, False, _flat(C), 0, N, _flat(b),
+                   _tasks(M))
+
+    def compound_rnn_weight_grads(self, delta: Any, x: Any, h: Any, h0: Any, bsz: int,
+                                  dW_input: Any, dW_recur: Any) -> None:
+        """As the generic op, as two tiles.gemm products of delta (read in place) and x.T, then
+        h_prev.T, each packed first as panels (tiles.pack_transposed, h_prev from h0 and h's
+        steps but the last): where the tile kernels run and the operands are C-ordered float32
+        arrays (256 units, batch 32, 50 steps: 4.12 against the GEMM path's 4.46 ms a
+        product, order-balanced, the packing included)."""
+        arrays = _plain((delta, x, h, h0, dW_input, dW_recur))
+        if arrays is None or not _tiles():
+            return super().compound_rnn_weight_grads(delta, x, h, h0, bsz, dW_input, dW_recur)
+        D, X, H, H0, dWi, dWr = arrays
+        M, K = D.shape
+        if X.shape[1] != K or H.shape[1] != K or H0.shape != (H.shape[0], bsz) or \
+                dWi.shape != (M, X.shape[0]) or dWr.shape != (M, H.shape[0]) or K % bsz:
+            return super().compound_rnn_weight_grads(delta, x, h, h0, bsz, dW_input, dW_recur)
+        from . import tiles
+        tasks = _tasks(M)
+        none = np.empty(0, _F32)
+        for X0, X1, split, dW in ((X, X, K, dWi), (H0, H, bsz, dWr)):
+            N = X0.shape[0]
+            P = self._rnn_scratch(-(-N // tiles.PANEL) * tiles.PANEL * K)
+            tiles.pack_transposed(X0, X1, split, K, P, tasks)
+            tiles.gemm(M, N, K, _flat(D), 0, 1, K, P, 0, 0, True, _flat(dW), 0, N, none, tasks)
+
+    def _rnn_scratch(self, size: int) -> np.ndarray:
+        """A float32 scratch of at least `size` elements, kept on the backend (allocated anew
+        each call, a ~1.6 MB buffer cost its page faults: ~0.1 ms)."""
+        buf = getattr(self, "_rnn_scratch_buf", None)
+        if buf is None or buf.size < size:
+            buf = self._rnn_scratch_buf = np.empty(size, _F32)
+        return buf[:size]
+
     # ---------------------------------------------------------------- whole sequences
     def compound_lstm_fprop_steps(self, W_recur: Any, S: dict, activation: Any,
                                   gate_activation: Any) -> None:
@@ -230,3 +279,25 @@ def _views_plan(S: dict, keys: tuple, n: int) -> tuple | None:
                 return None
         views.append((root, r0, c0, step))
     return views, tuple(starts), T, N
+
+
+def _plain(tensors: tuple) -> list | None:
+    """The C-ordered 2-D float32 numpy arrays under these tensors, or None where one is not."""
+    out = []
+    for t in tensors:
+        a = getattr(t, "_tensor", None)
+        if not isinstance(a, np.ndarray) or a.dtype != _F32 or a.ndim != 2 or \
+                not a.flags.c_contiguous:
+            return None
+        out.append(a)
+    return out
+
+
+def _flat(a: np.ndarray) -> np.ndarray:
+    return a.reshape(a.size)
+
+
+def _tasks(rows: int) -> int:
+    import numba
+    from . import tiles
+    return max(1, min(numba.get_num_threads(), rows // tiles.ROWS))

@@ -26,75 +26,122 @@ from __future__ import annotations
 
 from numba import njit, prange
 
-from . import tiles
+from . import rowvec, tiles
+from .rowvec import ONE
 from .vecmath import sig32, tanh32
 
 _FMA = {"contract"}
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
 
+def _cell_state(f, prev, i, g):
+    c = f * prev + i * g
+    return c, c
+
+
+def _output(o, act):
+    return o * act
+
+
+_CELL_STATE, _OUTPUT = rowvec.vector_kernel(_cell_state, 4, 2), rowvec.vector_kernel(_output, 2, 1)
+_cell_state1, _output1 = rowvec.scalar_kernel(_cell_state), rowvec.scalar_kernel(_output)
+
+
 @njit(cache=True, fastmath=_FMA, inline="always")
 def _fprop_rows(ifog, ir, ic, cp, pr, pc, c, cr, cc, ca, ar, ac, h, hr, hc, n, N, r0, r1):
     """Rows r0 .. r1 of one step: ifog's pre-activations in, activations out; c = f*c_prev +
-    i*g, c_act = tanh(c), h = o*c_act."""
+    i*g, c_act = tanh(c), h = o*c_act. The activations as Numba loops over one row slice each
+    (in place: vectorised with no overlap to check), the products as rowvec kernels (c is
+    written to c_act too, whose tanh then runs in place)."""
+    G, P, C, A, H = ifog.reshape(ifog.size), cp.reshape(cp.size), c.reshape(c.size), \
+        ca.reshape(ca.size), h.reshape(h.size)
+    lg = ifog.shape[1]
+    full = N - N % tiles.WIDTH
     for r in range(r0, r1):
-        i = ifog[ir + r, ic:ic + N]
-        f = ifog[ir + n + r, ic:ic + N]
-        o = ifog[ir + 2 * n + r, ic:ic + N]
-        g = ifog[ir + 3 * n + r, ic:ic + N]
-        cell = c[cr + r, cc:cc + N]
-        act = ca[ar + r, ac:ac + N]
-        prev = cp[pr + r, pc:pc + N]
-        out = h[hr + r, hc:hc + N]
+        i = (ir + r) * lg + ic
+        f, o, g = i + n * lg, i + 2 * n * lg, i + 3 * n * lg
+        prev, cell = (pr + r) * cp.shape[1] + pc, (cr + r) * c.shape[1] + cc
+        act, out = (ar + r) * ca.shape[1] + ac, (hr + r) * h.shape[1] + hc
+        for gate in (G[i:i + N], G[f:f + N], G[o:o + N]):
+            for j in range(N):
+                gate[j] = sig32(gate[j])
+        cand = G[g:g + N]
         for j in range(N):
-            i[j] = sig32(i[j])
+            cand[j] = tanh32(cand[j])
+        for j in range(0, full, tiles.WIDTH):
+            _CELL_STATE(G, f + j, P, prev + j, G, i + j, G, g + j, C, cell + j, A, act + j)
+        for j in range(full, N):
+            C[cell + j], A[act + j] = _cell_state1(G[f + j], P[prev + j], G[i + j], G[g + j])
+        cact = A[act:act + N]
         for j in range(N):
-            f[j] = sig32(f[j])
-        for j in range(N):
-            o[j] = sig32(o[j])
-        for j in range(N):
-            g[j] = tanh32(g[j])
-        for j in range(N):
-            cell[j] = f[j] * prev[j] + i[j] * g[j]
-        for j in range(N):
-            act[j] = tanh32(cell[j])
-        for j in range(N):
-            out[j] = o[j] * act[j]
+            cact[j] = tanh32(cact[j])
+        for j in range(0, full, tiles.WIDTH):
+            _OUTPUT(G, o + j, A, act + j, H, out + j)
+        for j in range(full, N):
+            H[out + j] = _output1(G[o + j], A[act + j])
+
+
+# The backward cell's arithmetic, a column at a time, written once and run as vectors of
+# tiles.WIDTH columns (rowvec.vector_kernel) and as scalars for the columns left over
+# (rowvec.scalar_kernel): the cell error e of the last step, of the others (plus the next
+# step's cell error times its forget gate), then the four gates' pre-activation errors.
+
+def _cell_error_last(a, o, d):
+    return (ONE - a * a) * o * d
+
+
+def _cell_error(a, o, d, cn, fn):
+    return (ONE - a * a) * o * d + cn * fn
+
+
+def _gate_errors(e, a, o, d, i, f, g, prev):
+    return i * (ONE - i) * e * g, f * (ONE - f) * e * prev, o * (ONE - o) * d * a, \
+        (ONE - g * g) * e * i
+
+
+_CELL_ERROR_LAST, _CELL_ERROR, _GATE_ERRORS = (
+    rowvec.vector_kernel(_cell_error_last, 3, 1), rowvec.vector_kernel(_cell_error, 5, 1),
+    rowvec.vector_kernel(_gate_errors, 8, 4))
+_cell_error_last1, _cell_error1, _gate_errors1 = (
+    rowvec.scalar_kernel(_cell_error_last), rowvec.scalar_kernel(_cell_error),
+    rowvec.scalar_kernel(_gate_errors))
 
 
 @njit(cache=True, fastmath=_FMA, inline="always")
 def _bprop_rows(dh, dr, dc, cd, er, ec, cdn, nr, nc, fn, fr, fc, has_next, ifog, ir, ic,
                 cp, pr, pc, ca, ar, ac, ifd, gr, gc, n, N, r0, r1):
     """Rows r0 .. r1 of one step of bprop: cd = (1 - c_act**2) * o * dh (+ cd_next * f_next);
-    ifd: the gates' pre-activation errors."""
+    ifd: the gates' pre-activation errors. Whole vectors of columns as rowvec kernels (measured
+    X against Y ns a cell at 16 columns as Numba loops over row slices), the rest as scalars."""
+    D, E, EN, FN = dh.reshape(dh.size), cd.reshape(cd.size), cdn.reshape(cdn.size), \
+        fn.reshape(fn.size)
+    G, P, A, GD = ifog.reshape(ifog.size), cp.reshape(cp.size), ca.reshape(ca.size), \
+        ifd.reshape(ifd.size)
+    lg, lgd = ifog.shape[1], ifd.shape[1]
+    full = N - N % tiles.WIDTH
     for r in range(r0, r1):
-        i = ifog[ir + r, ic:ic + N]
-        f = ifog[ir + n + r, ic:ic + N]
-        o = ifog[ir + 2 * n + r, ic:ic + N]
-        g = ifog[ir + 3 * n + r, ic:ic + N]
-        act = ca[ar + r, ac:ac + N]
-        d = dh[dr + r, dc:dc + N]
-        cdel = cd[er + r, ec:ec + N]
-        for j in range(N):
-            cdel[j] = (1 - act[j] * act[j]) * o[j] * d[j]
-        if has_next:
-            cnext = cdn[nr + r, nc:nc + N]
-            fnext = fn[fr + r, fc:fc + N]
-            for j in range(N):
-                cdel[j] += cnext[j] * fnext[j]
-        di = ifd[gr + r, gc:gc + N]
-        df = ifd[gr + n + r, gc:gc + N]
-        do = ifd[gr + 2 * n + r, gc:gc + N]
-        dg = ifd[gr + 3 * n + r, gc:gc + N]
-        prev = cp[pr + r, pc:pc + N]
-        for j in range(N):
-            di[j] = i[j] * (1 - i[j]) * cdel[j] * g[j]
-        for j in range(N):
-            df[j] = f[j] * (1 - f[j]) * cdel[j] * prev[j]
-        for j in range(N):
-            do[j] = o[j] * (1 - o[j]) * d[j] * act[j]
-        for j in range(N):
-            dg[j] = (1 - g[j] * g[j]) * cdel[j] * i[j]
+        i, d = (ir + r) * lg + ic, (dr + r) * dh.shape[1] + dc
+        e, a = (er + r) * cd.shape[1] + ec, (ar + r) * ca.shape[1] + ac
+        f, o, g = i + n * lg, i + 2 * n * lg, i + 3 * n * lg
+        di = (gr + r) * lgd + gc
+        df, do, dg = di + n * lgd, di + 2 * n * lgd, di + 3 * n * lgd
+        prev = (pr + r) * cp.shape[1] + pc
+        nx, fx = (nr + r) * cdn.shape[1] + nc, (fr + r) * fn.shape[1] + fc
+        for j in range(0, full, tiles.WIDTH):
+            if has_next:
+                _CELL_ERROR(A, a + j, G, o + j, D, d + j, EN, nx + j, FN, fx + j, E, e + j)
+            else:
+                _CELL_ERROR_LAST(A, a + j, G, o + j, D, d + j, E, e + j)
+            _GATE_ERRORS(E, e + j, A, a + j, G, o + j, D, d + j, G, i + j, G, f + j, G, g + j,
+                         P, prev + j, GD, di + j, GD, df + j, GD, do + j, GD, dg + j)
+        for j in range(full, N):
+            if has_next:
+                E[e + j] = _cell_error1(A[a + j], G[o + j], D[d + j], EN[nx + j], FN[fx + j])
+            else:
+                E[e + j] = _cell_error_last1(A[a + j], G[o + j], D[d + j])
+            GD[di + j], GD[df + j], GD[do + j], GD[dg + j] = _gate_errors1(
+                E[e + j], A[a + j], G[o + j], D[d + j], G[i + j], G[f + j], G[g + j],
+                P[prev + j])
 
 
 @njit(cache=True, fastmath=_FMA)

@@ -43,7 +43,7 @@ import platform
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -246,3 +246,61 @@ def prefetch_rows(A, r0, r1, c0, N):
         for j in range(0, N, 16):
             _prefetch_write(flat, r * L + c0 + j)
         _prefetch_write(flat, r * L + c0 + N - 1)
+
+
+# ---------------------------------------------------------------- whole products
+# A thread-parallel product of register tiles for the LSTM's large GEMMs (rnn.py: the input
+# projection of every step at once, the weight gradients over every step). The tasks share C's
+# rows (whole ROWS-row panels); each runs its panels KC deep at a time over JC-column blocks of
+# B (JC x KC of B stays in L2 while A's panels stream from it). B is row-major in place, or
+# packed as panels of PANEL columns (pack_transposed: B = X.T for a row-major X, the weight
+# gradients' case, read in place as X.T would need a strided load per element).
+KC, JC = 512, 256
+PANEL = VECTORS * WIDTH
+
+
+@njit(parallel=True, cache=True, fastmath=_FMA)
+def gemm(M, N, K, A, aoff, ak, ar, B, boff, ldb, panels, C, coff, ldc, bias, tasks):
+    """C (M x N, row stride ldc, at coff) = A @ B (+ bias[r] on row r where bias is not empty):
+    A's element (r, k) at aoff + k * ak + r * ar; B row-major (row stride ldb, at boff), or, where
+    `panels`, B packed by pack_transposed at boff. A, B, C, bias: 1-D float32 arrays."""
+    rows = M // ROWS
+    for task in prange(tasks):
+        r0 = task * rows // tasks * ROWS
+        r1 = M if task == tasks - 1 else (task + 1) * rows // tasks * ROWS
+        for j0 in range(0, N, JC):
+            nn = min(JC, N - j0)
+            if bias.size:
+                for r in range(r0, r1):
+                    row = C[coff + r * ldc + j0:coff + r * ldc + j0 + nn]
+                    for j in range(nn):
+                        row[j] = bias[r]
+            for k0 in range(0, K, KC):
+                kk = min(KC, K - k0)
+                beta = np.float32(1.0) if k0 > 0 or bias.size else np.float32(0.0)
+                for p in range(r0, r1, ROWS):
+                    a = aoff + p * ar + k0 * ak
+                    if panels:
+                        for j in range(j0, j0 + nn, PANEL):
+                            panel_gemm(kk, A, a, ak, ar, min(ROWS, r1 - p), B,
+                                       boff + j * K + k0 * PANEL, PANEL, C,
+                                       coff + p * ldc + j, ldc, min(PANEL, N - j), beta)
+                    else:
+                        panel_gemm(kk, A, a, ak, ar, min(ROWS, r1 - p), B, boff + k0 * ldb + j0,
+                                   ldb, C, coff + p * ldc + j0, ldc, nn, beta)
+
+
+@njit(parallel=True, cache=True)
+def pack_transposed(X0, X1, split, K, P, tasks):
+    """P = B = X.T as panels of PANEL columns for gemm's `panels`: X's row u (B's column u) is
+    X0[u, :split] followed by X1[u, :K - split] (X0, X1 (N, *) C-ordered float32; a weight gradient against the step before: X0 the start state, X1 the outputs);
+    column u of panel q = u // PANEL, row k lands at P[q * K * PANEL + k * PANEL + u % PANEL]
+    (a last panel's columns past N are left as they are: gemm does not read them)."""
+    N = X0.shape[0]
+    for task in prange(tasks):
+        for u in range(task * N // tasks, (task + 1) * N // tasks):
+            base = (u // PANEL) * K * PANEL + u % PANEL
+            for k in range(split):
+                P[base + k * PANEL] = X0[u, k]
+            for k in range(split, K):
+                P[base + k * PANEL] = X1[u, k - split]
