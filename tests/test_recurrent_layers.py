@@ -462,10 +462,11 @@ def test_float32_lstm_runs_its_steps_as_one_kernel(monkeypatch, cls, steps, kern
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 @pytest.mark.parametrize("nin, nout, n, steps", [(21, 53, 5, 3), (64, 40, 32, 4), (3, 2, 1, 1)])
 def test_rnn_products_match_float64(monkeypatch, dt, nin, nout, n, steps):
-    """compound_rnn_input (W @ x + b) and compound_rnn_weight_grads (delta @ x.T, and delta
-    against the step before: h0 for the first) against float64 numpy; on the CPU in float32
-    as tiles.gemm products where the host has a tile (three: the input's and the two
-    gradients'), else and in float64 the generic op; a strided x takes the generic op too."""
+    """compound_rnn_input (W @ x + b), compound_rnn_weight_grads (delta @ x.T, and delta
+    against the step before: h0 for the first) and compound_rnn_input_grads (alpha W.T @ delta
+    + beta out) against float64 numpy; on the CPU in float32 as tiles.gemm products where the
+    host has a tile (five: the input's, the two gradients', the input errors' at alpha 1), else
+    and in float64 the generic op; a strided x takes the generic op too."""
     from neonlike.backends.cpu import rnn as cpu_rnn
     from neonlike.backends.cpu import tiles
     ran = []
@@ -481,13 +482,23 @@ def test_rnn_products_match_float64(monkeypatch, dt, nin, nout, n, steps):
     be.compound_rnn_input(be.array(W), be.array(x), be.array(b), out)
     be.compound_rnn_weight_grads(be.array(D), be.array(x), be.array(h), be.array(h0), n, dWi,
                                  dWr)
+    dx = be.array(rng.normal(size=(nin, cols)))
+    old = dx.get().astype(np.float64)
+    be.compound_rnn_input_grads(be.array(W), be.array(D), dx)
+    np.testing.assert_allclose(dx.get(), W.T @ D, rtol=1e-4, atol=1e-4)
+    be.compound_rnn_input_grads(be.array(W), be.array(D), dx, beta=0.5)
+    np.testing.assert_allclose(dx.get(), W.T @ D * 1.5, rtol=1e-4, atol=1e-4)
+    dx[:] = be.array(old)
+    be.compound_rnn_input_grads(be.array(W), be.array(D), dx, alpha=2.0, beta=-1.0)
+    np.testing.assert_allclose(dx.get(), 2 * W.T @ D - old, rtol=1e-4, atol=1e-4)
     h_prev = np.concatenate([h0, h[:, :-n]], axis=1)
     tol = dict(rtol=1e-4, atol=1e-4) if dt == np.float32 else dict(rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(out.get(), W @ x + b, **tol)
     np.testing.assert_allclose(dWi.get(), D @ x.T, **tol)
     np.testing.assert_allclose(dWr.get(), D @ h_prev.T, **tol)
     tiled = dt == np.float32 and cpu_rnn._tiles()
-    assert ran == ([(rows, cols, nin), (rows, nin, cols), (rows, nout, cols)] if tiled else [])
+    assert ran == ([(rows, cols, nin), (rows, nin, cols), (rows, nout, cols),
+                    (nin, cols, rows), (nin, cols, rows)] if tiled else [])
     ran.clear()
     wide = be.array(np.concatenate([x, x], axis=1))
     be.compound_rnn_input(be.array(W), wide[:, ::2] if cols > 1 else wide[:, :1], be.array(b),

@@ -190,33 +190,40 @@ def test_the_avx2_tile_shape_computes_right(tmp_path):
                                      (64, 100, 2 * tiles.KC)])
 @pytest.mark.parametrize("tasks", [1, 2, 3])
 @pytest.mark.parametrize("form", ["A", "A.T", "bias", "B packed"])
-def test_gemm_matches_float64(M, N, K, tasks, form):
-    """C = A @ B (+ bias): A in place as rows or as W.T's, B row-major or packed from X.T (with
-    the split of its rows between two sources), over KC-deep and JC-wide blocks and the tasks'
-    row shares; C's neighbours untouched."""
+@pytest.mark.parametrize("beta", [0.0, -0.5])
+@pytest.mark.parametrize("by_columns", [False, True], ids=["row shares", "column shares"])
+def test_gemm_matches_float64(M, N, K, tasks, form, beta, by_columns):
+    """C = A @ B + beta * C (or + bias): A in place as rows or as W.T's, B row-major or packed
+    from X.T (with the split of its rows between two sources), over KC-deep and JC-wide blocks
+    and the tasks' row or column shares; C's neighbours untouched."""
+    if form == "bias" and beta:
+        pytest.skip("a bias starts C: beta 0")
     rng = np.random.default_rng(M + 7 * N + 13 * K + tasks)
     A = rng.standard_normal((M, K)).astype(np.float32)
     B = rng.standard_normal((K, N)).astype(np.float32)
     bias = rng.standard_normal(M).astype(np.float32) if form == "bias" else \
         np.empty(0, np.float32)
     C = np.full((M + 2, N + 3), 7.0, np.float32)
+    C[1:1 + M, 2:2 + N] = rng.standard_normal((M, N))
+    old = C[1:1 + M, 2:2 + N].astype(np.float64)
     coff, ldc = 1 * (N + 3) + 2, N + 3
     flat = C.reshape(-1)
     if form == "A.T":
         W = np.ascontiguousarray(A.T)
         tiles.gemm(M, N, K, W.reshape(-1), 0, M, 1, B.reshape(-1), 0, N, False, flat, coff, ldc,
-                   bias, tasks)
+                   bias, beta, by_columns, tasks)
     elif form == "B packed":
         X = np.ascontiguousarray(B.T)
         split = K // 3
         P = np.full(-(-N // tiles.PANEL) * tiles.PANEL * K, np.nan, np.float32)
         tiles.pack_transposed(np.ascontiguousarray(X[:, :split]),
                               np.ascontiguousarray(X[:, split:]), split, K, P, tasks)
-        tiles.gemm(M, N, K, A.reshape(-1), 0, 1, K, P, 0, 0, True, flat, coff, ldc, bias, tasks)
+        tiles.gemm(M, N, K, A.reshape(-1), 0, 1, K, P, 0, 0, True, flat, coff, ldc, bias, beta,
+                   by_columns, tasks)
     else:
         tiles.gemm(M, N, K, A.reshape(-1), 0, 1, K, B.reshape(-1), 0, N, False, flat, coff, ldc,
-                   bias, tasks)
-    want = A.astype(np.float64) @ B.astype(np.float64)
+                   bias, beta, by_columns, tasks)
+    want = A.astype(np.float64) @ B.astype(np.float64) + beta * old
     if bias.size:
         want += bias[:, None]
     np.testing.assert_allclose(C[1:1 + M, 2:2 + N], want, rtol=1e-4, atol=1e-4 * np.sqrt(K))

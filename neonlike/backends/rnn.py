@@ -69,6 +69,12 @@ class RNNOpsMixin:
         if delta.shape[1] > bsz:
             self.compound_dot(delta[:, bsz:], h[:, :-bsz].T, dW_recur, beta=1.0)
 
+    def compound_rnn_input_grads(self, W_input: Any, delta: Any, out: Any, alpha: float = 1.0,
+                                 beta: float = 0.0) -> None:
+        """out = alpha * W_input.T @ delta + beta * out: a recurrent layer's errors of its
+        inputs over every step at once."""
+        self.compound_dot(W_input.T, delta, out, alpha=alpha, beta=beta)
+
     def compound_lstm_fprop_steps(self, W_recur: Any, S: dict, activation: Any,
                                   gate_activation: Any) -> None:
         """Every step of an LSTM layer's fprop, in the order of S's lists (per-step views, as

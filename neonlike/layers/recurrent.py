@@ -368,7 +368,7 @@ class LSTM(Recurrent):
         self.db[:] = be.sum(d, axis=1)
         out = self._deltas_2d(self.out_deltas_buffer, self.nin)
         if out is not None:
-            be.compound_dot(self.W_input.T, d, out, alpha=alpha, beta=beta)
+            be.compound_rnn_input_grads(self.W_input, d, out, alpha=alpha, beta=beta)
         return self.out_deltas_buffer
 
 

@@ -110,7 +110,7 @@ class CPURNNMixin:
         if X.shape[0] != K or C.shape != (M, N):
             return super().compound_rnn_input(W_input, x, bias, out)
         tiles.gemm(M, N, K, _flat(W), 0, 1, K, _flat(X), 0, N, False, _flat(C), 0, N, _flat(b),
-                   _tasks(M))
+                   0.0, False, _tasks(M // tiles.ROWS))
 
     def compound_rnn_weight_grads(self, delta: Any, x: Any, h: Any, h0: Any, bsz: int,
                                   dW_input: Any, dW_recur: Any) -> None:
@@ -128,13 +128,31 @@ class CPURNNMixin:
                 dWi.shape != (M, X.shape[0]) or dWr.shape != (M, H.shape[0]) or K % bsz:
             return super().compound_rnn_weight_grads(delta, x, h, h0, bsz, dW_input, dW_recur)
         from . import tiles
-        tasks = _tasks(M)
+        tasks = _tasks(M // tiles.ROWS)
         none = np.empty(0, _F32)
         for X0, X1, split, dW in ((X, X, K, dWi), (H0, H, bsz, dWr)):
             N = X0.shape[0]
             P = self._rnn_scratch(-(-N // tiles.PANEL) * tiles.PANEL * K)
             tiles.pack_transposed(X0, X1, split, K, P, tasks)
-            tiles.gemm(M, N, K, _flat(D), 0, 1, K, P, 0, 0, True, _flat(dW), 0, N, none, tasks)
+            tiles.gemm(M, N, K, _flat(D), 0, 1, K, P, 0, 0, True, _flat(dW), 0, N, none, 0.0,
+                       False, tasks)
+
+    def compound_rnn_input_grads(self, W_input: Any, delta: Any, out: Any, alpha: float = 1.0,
+                                 beta: float = 0.0) -> None:
+        """As the generic op (W_input.T @ delta), as tiles.gemm reading W_input's columns in
+        place, the tasks sharing delta's columns, where the tile kernels run, alpha is 1 and
+        the operands are C-ordered float32 arrays (256 units, batch 32, 50 steps, after a
+        pass: 4.02-4.11 against the GEMM path's 4.33 ms, order-balanced)."""
+        arrays = _plain((W_input, delta, out))
+        if arrays is None or alpha != 1.0 or not _tiles():
+            return super().compound_rnn_input_grads(W_input, delta, out, alpha, beta)
+        from . import tiles
+        W, D, C = arrays
+        (K, M), N = W.shape, D.shape[1]
+        if D.shape[0] != K or C.shape != (M, N):
+            return super().compound_rnn_input_grads(W_input, delta, out, alpha, beta)
+        tiles.gemm(M, N, K, _flat(W), 0, M, 1, _flat(D), 0, N, False, _flat(C), 0, N,
+                   np.empty(0, _F32), float(beta), True, _tasks(-(-N // tiles.PANEL)))
 
     def _rnn_scratch(self, size: int) -> np.ndarray:
         """A float32 scratch of at least `size` elements, kept on the backend (allocated anew
@@ -297,7 +315,8 @@ def _flat(a: np.ndarray) -> np.ndarray:
     return a.reshape(a.size)
 
 
-def _tasks(rows: int) -> int:
+def _tasks(shares: int) -> int:
+    """Tasks for a product of `shares` row or column panels: numba's threads, at most one a
+    panel."""
     import numba
-    from . import tiles
-    return max(1, min(numba.get_num_threads(), rows // tiles.ROWS))
+    return max(1, min(numba.get_num_threads(), shares))

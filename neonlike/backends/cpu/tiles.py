@@ -250,26 +250,36 @@ def prefetch_rows(A, r0, r1, c0, N):
 
 # ---------------------------------------------------------------- whole products
 # A thread-parallel product of register tiles for the LSTM's large GEMMs (rnn.py: the input
-# projection of every step at once, the weight gradients over every step). The tasks share C's
-# rows (whole ROWS-row panels); each runs its panels KC deep at a time over JC-column blocks of
-# B (JC x KC of B stays in L2 while A's panels stream from it). B is row-major in place, or
-# packed as panels of PANEL columns (pack_transposed: B = X.T for a row-major X, the weight
-# gradients' case, read in place as X.T would need a strided load per element).
+# projection of every step at once, the weight gradients over every step, the input errors).
+# The tasks share C's rows (whole ROWS-row panels) or, `by_columns`, its columns (whole
+# PANEL-column panels: each task then reads only its share of B, the input errors' case, where
+# B is the larger operand); each runs its share KC deep at a time over JC-column blocks (JC x KC
+# of B stays in L2 while A's panels stream from it). B is row-major in place, or packed as
+# panels of PANEL columns (pack_transposed: B = X.T for a row-major X, the weight gradients'
+# case, read in place as X.T would need a strided load per element).
 KC, JC = 512, 256
 PANEL = VECTORS * WIDTH
 
 
 @njit(parallel=True, cache=True, fastmath=_FMA)
-def gemm(M, N, K, A, aoff, ak, ar, B, boff, ldb, panels, C, coff, ldc, bias, tasks):
-    """C (M x N, row stride ldc, at coff) = A @ B (+ bias[r] on row r where bias is not empty):
-    A's element (r, k) at aoff + k * ak + r * ar; B row-major (row stride ldb, at boff), or, where
-    `panels`, B packed by pack_transposed at boff. A, B, C, bias: 1-D float32 arrays."""
-    rows = M // ROWS
+def gemm(M, N, K, A, aoff, ak, ar, B, boff, ldb, panels, C, coff, ldc, bias, beta, by_columns,
+         tasks):
+    """C (M x N, row stride ldc, at coff) = A @ B + beta * C (bias[r] added to row r where bias
+    is not empty; then beta must be 0): A's element (r, k) at aoff + k * ak + r * ar; B
+    row-major (row stride ldb, at boff), or, where `panels`, packed by pack_transposed at boff.
+    A, B, C, bias: 1-D float32 arrays."""
+    rows, cols = M // ROWS, -(-N // PANEL)
     for task in prange(tasks):
-        r0 = task * rows // tasks * ROWS
-        r1 = M if task == tasks - 1 else (task + 1) * rows // tasks * ROWS
-        for j0 in range(0, N, JC):
-            nn = min(JC, N - j0)
+        if by_columns:
+            r0, r1 = 0, M
+            c0 = task * cols // tasks * PANEL
+            c1 = min(N, (task + 1) * cols // tasks * PANEL)
+        else:
+            r0 = task * rows // tasks * ROWS
+            r1 = M if task == tasks - 1 else (task + 1) * rows // tasks * ROWS
+            c0, c1 = 0, N
+        for j0 in range(c0, c1, JC):
+            nn = min(JC, c1 - j0)
             if bias.size:
                 for r in range(r0, r1):
                     row = C[coff + r * ldc + j0:coff + r * ldc + j0 + nn]
@@ -277,17 +287,17 @@ def gemm(M, N, K, A, aoff, ak, ar, B, boff, ldb, panels, C, coff, ldc, bias, tas
                         row[j] = bias[r]
             for k0 in range(0, K, KC):
                 kk = min(KC, K - k0)
-                beta = np.float32(1.0) if k0 > 0 or bias.size else np.float32(0.0)
+                b = np.float32(1.0) if k0 > 0 or bias.size else np.float32(beta)
                 for p in range(r0, r1, ROWS):
                     a = aoff + p * ar + k0 * ak
                     if panels:
                         for j in range(j0, j0 + nn, PANEL):
                             panel_gemm(kk, A, a, ak, ar, min(ROWS, r1 - p), B,
                                        boff + j * K + k0 * PANEL, PANEL, C,
-                                       coff + p * ldc + j, ldc, min(PANEL, N - j), beta)
+                                       coff + p * ldc + j, ldc, min(PANEL, N - j), b)
                     else:
                         panel_gemm(kk, A, a, ak, ar, min(ROWS, r1 - p), B, boff + k0 * ldb + j0,
-                                   ldb, C, coff + p * ldc + j0, ldc, nn, beta)
+                                   ldb, C, coff + p * ldc + j0, ldc, nn, b)
 
 
 def _transpose_block(VW: int):
