@@ -257,7 +257,7 @@ def prefetch_rows(A, r0, r1, c0, N):
 # of B stays in L2 while A's panels stream from it). B is row-major in place, or packed as
 # panels of PANEL columns (pack_transposed: B = X.T for a row-major X, the weight gradients'
 # case, read in place as X.T would need a strided load per element).
-KC, JC = 512, 256
+KC, JC = 512, 128
 PANEL = VECTORS * WIDTH
 
 
