@@ -164,6 +164,34 @@ for M, K, N in ((6, 5, 16), (13, 33, 21), (12, 8, 8), (25, 17, 40)):
             want = W.astype(np.float64) @ B + beta * C
             run(W, M, K, B.reshape(-1), C.reshape(-1), N, np.float32(beta), tall)
             np.testing.assert_allclose(C, want, rtol=2e-5, atol=1e-4)
+
+# the whole products with 8 x 8 register transposes, and an LSTM layer (rowvec's 8-column cells)
+for M, N, K in ((13, 37, 600), (8, 16, 9)):
+    A = rng.standard_normal((M, K)).astype(np.float32)
+    X = rng.standard_normal((N, K)).astype(np.float32)
+    P = np.empty(-(-N // tiles.PANEL) * tiles.PANEL * K, np.float32)
+    tiles.pack_transposed(X[:, :5].copy(), X[:, 5:].copy(), 5, K, P, 2)
+    C = np.empty((M, N), np.float32)
+    tiles.gemm(M, N, K, A.reshape(-1), 0, 1, K, P, 0, 0, True, C.reshape(-1), 0, N,
+               np.empty(0, np.float32), 0.0, False, 2)
+    np.testing.assert_allclose(C, A.astype(np.float64) @ X.T, rtol=1e-4, atol=1e-3)
+from neonlike.backends import gen_backend
+from neonlike.initializers import Gaussian
+from neonlike.layers import LSTM
+from neonlike.transforms import Logistic, Tanh
+x = rng.standard_normal((11, 4 * 21))
+R = rng.standard_normal((19, 4 * 21))
+got = {}
+for dt in (np.float64, np.float32):
+    be = gen_backend("cpu", datatype=dt, batch_size=21, rng_seed=0)
+    layer = LSTM(19, Gaussian(scale=0.4), activation=Tanh(), gate_activation=Logistic())
+    layer.configure((11, 4)); layer.prev_layer = True; layer.allocate(); layer.set_deltas()
+    layer.W.set(np.random.default_rng(1).normal(scale=0.4, size=layer.W.shape))
+    out = layer.fprop(be.array(x)).get()
+    dx = layer.bprop(be.array(R)).get()
+    got[dt] = (out, dx, layer.dW.get())
+for a, b in zip(got[np.float32], got[np.float64]):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
 print("AVX2 TILE OK")
 '''
 
@@ -171,7 +199,9 @@ print("AVX2 TILE OK")
 def test_the_avx2_tile_shape_computes_right(tmp_path):
     """The AVX2 + FMA shape (6 x 2 x 8), which no machine here has: a child process that hides
     the host's AVX-512 from llvmlite (so numba compiles for AVX2 and tiles.TILE is the AVX2
-    shape), with its own numba cache, checks panel_gemm and tall_gemm against float64."""
+    shape), with its own numba cache, checks panel_gemm, tall_gemm and the whole products
+    (8 x 8 register transposes) against float64, and an LSTM layer's float32 pass (its cells as
+    8-column vectors) against its float64 one."""
     import os
     import subprocess
     import sys

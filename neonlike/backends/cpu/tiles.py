@@ -1,5 +1,7 @@
 """Register-tile float32 GEMM for Numba kernels (imported by rnn_kernels when first used):
-C = A @ B + beta * C over a panel of A's rows, A, B and C any strided float32 memory.
+C = A @ B + beta * C over a panel of A's rows, A, B and C any strided float32 memory; and, at
+the end of the file, whole thread-parallel products of such panels (`gemm`) with B packed from
+a transposed operand by register transposes (`pack_transposed`), for the LSTM's large GEMMs.
 
 Why: an LSTM step's recurrent GEMM is a thin product (4 * 128 gate rows by 256 deep by batch 32
 columns a task) run 50 times a sequence from the same A. A BLAS call pays its packing and
