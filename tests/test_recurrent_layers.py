@@ -500,6 +500,12 @@ def test_rnn_products_match_float64(monkeypatch, dt, nin, nout, n, steps):
     assert ran == ([(rows, cols, nin), (rows, nin, cols), (rows, nout, cols),
                     (nin, cols, rows), (nin, cols, rows)] if tiled else [])
     ran.clear()
+    flat = be.array(np.concatenate([D.reshape(-1), np.zeros(nin * cols)]))
+    d_view = flat[:rows * cols].reshape((rows, cols))      # an output over its own input: the
+    o_view = flat[cols:cols + nin * cols].reshape((nin, cols))   # generic op (through a temp)
+    be.compound_rnn_input_grads(be.array(W), d_view, o_view)
+    assert ran == []
+    np.testing.assert_allclose(o_view.get(), W.T @ D, rtol=1e-4, atol=1e-4)
     wide = be.array(np.concatenate([x, x], axis=1))
     be.compound_rnn_input(be.array(W), wide[:, ::2] if cols > 1 else wide[:, :1], be.array(b),
                           out)

@@ -102,7 +102,8 @@ class CPURNNMixin:
         over out where the GEMM path's call and a bias statement made two (256 units, batch
         32, 50 steps: 4.28 against 4.90 ms, order-balanced)."""
         arrays = _plain((W_input, x, bias, out))
-        if arrays is None or not _tiles() or arrays[2].shape != (arrays[0].shape[0], 1):
+        if arrays is None or not _tiles() or arrays[2].shape != (arrays[0].shape[0], 1) or \
+                _overlaps(arrays[3:], arrays[:3]):
             return super().compound_rnn_input(W_input, x, bias, out)
         from . import tiles
         W, X, b, C = arrays
@@ -120,7 +121,7 @@ class CPURNNMixin:
         arrays (256 units, batch 32, 50 steps: 4.12 against the GEMM path's 4.46 ms a
         product, order-balanced, the packing included)."""
         arrays = _plain((delta, x, h, h0, dW_input, dW_recur))
-        if arrays is None or not _tiles():
+        if arrays is None or not _tiles() or _overlaps(arrays[4:], arrays):
             return super().compound_rnn_weight_grads(delta, x, h, h0, bsz, dW_input, dW_recur)
         D, X, H, H0, dWi, dWr = arrays
         M, K = D.shape
@@ -144,7 +145,7 @@ class CPURNNMixin:
         the operands are C-ordered float32 arrays (256 units, batch 32, 50 steps, after a
         pass: 4.02-4.11 against the GEMM path's 4.33 ms, order-balanced)."""
         arrays = _plain((W_input, delta, out))
-        if arrays is None or alpha != 1.0 or not _tiles():
+        if arrays is None or alpha != 1.0 or not _tiles() or _overlaps(arrays[2:], arrays[:2]):
             return super().compound_rnn_input_grads(W_input, delta, out, alpha, beta)
         from . import tiles
         W, D, C = arrays
@@ -309,6 +310,12 @@ def _plain(tensors: tuple) -> list | None:
             return None
         out.append(a)
     return out
+
+
+def _overlaps(outs: list, arrays: list) -> bool:
+    """Whether an output's memory may overlap another of `arrays` (bounds only): such calls take
+    the generic op, whose GEMM path copies through a temp."""
+    return any(o is not a and np.may_share_memory(o, a) for o in outs for a in arrays)
 
 
 def _flat(a: np.ndarray) -> np.ndarray:
