@@ -273,9 +273,23 @@ class Recurrent(ParameterLayer):
                      alpha: float, beta: float) -> None:
         be = self.be
         be.compound_dot(d, x.T, dW_input)
+        self._bias_and_input_errors(d, W_input, db, out, alpha, beta)
+
+    def _bias_and_input_errors(self, d: Any, W_input: Any, db: Any, out: Any, alpha: float,
+                               beta: float) -> None:
+        be = self.be
         db[:] = be.sum(d, axis=1)
         if out is not None:
-            be.compound_dot(W_input.T, d, out, alpha=alpha, beta=beta)
+            be.compound_rnn_input_grads(W_input, d, out, alpha=alpha, beta=beta)
+
+    def _sequence_grads(self, d: Any, alpha: float, beta: float) -> None:
+        """dW_input, dW_recur, db and the input errors of a layer run forward in time, from d,
+        the pre-activation errors (rows, steps * bsz) of every step."""
+        be = self.be
+        be.compound_rnn_weight_grads(d, self.x, self.outputs, self.h0, be.bsz, self.dW_input,
+                                     self.dW_recur)
+        self._bias_and_input_errors(d, self.W_input, self.db,
+                                    self._deltas_2d(self.out_deltas_buffer, self.nin), alpha, beta)
 
     def _deltas_2d(self, deltas: Any, rows: int) -> Any:
         return None if deltas is None else deltas.reshape(rows, -1)
@@ -287,9 +301,7 @@ class Recurrent(ParameterLayer):
         be.compound_rnn_unroll_bprop(self.W_recur.T, [self.final_hidden_error] + self.h_delta[:-1],
                                      self.h_delta, self.h, self.nout, self.nsteps, self.nsteps,
                                      self.activation)
-        _recur_grad(be, self.dW_recur, d, self.outputs, self.h0, self.be.bsz, False)
-        self._input_grads(d, self.W_input, self.dW_input, self.db, self.x,
-                          self._deltas_2d(self.out_deltas_buffer, self.nin), alpha, beta)
+        self._sequence_grads(d, alpha, beta)
         return self.out_deltas_buffer
 
     def final_state(self) -> Any:
@@ -363,12 +375,7 @@ class LSTM(Recurrent):
         be.compound_lstm_bprop_steps(self.W_recur.T, self._S, self.activation,
                                      self.gate_activation, self.final_hidden_error,
                                      self.final_cell_error)
-        be.compound_rnn_weight_grads(d, self.x, self.outputs, self.h0, be.bsz, self.dW_input,
-                                     self.dW_recur)
-        self.db[:] = be.sum(d, axis=1)
-        out = self._deltas_2d(self.out_deltas_buffer, self.nin)
-        if out is not None:
-            be.compound_rnn_input_grads(self.W_input, d, out, alpha=alpha, beta=beta)
+        self._sequence_grads(d, alpha, beta)
         return self.out_deltas_buffer
 
 

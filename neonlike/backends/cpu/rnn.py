@@ -237,10 +237,8 @@ def _sequence_plan(W_recur: Any, S: dict, keys: tuple, transposed: bool) -> tupl
     if found is False:
         return None
     views, starts, T, N = found
-    import numba
     from .gemm import kernel_gemm_call_macs
-    return k, ptrs, W, views, starts, T, N, max(1, min(numba.get_num_threads(), W.shape[1])), \
-        kernel_gemm_call_macs()
+    return k, ptrs, W, views, starts, T, N, _tasks(W.shape[1]), kernel_gemm_call_macs()
 
 
 TILES = True     # the tile kernels where tiles.TILE is set (tests switch it off for the BLAS ones)
@@ -323,7 +321,7 @@ def _flat(a: np.ndarray) -> np.ndarray:
 
 
 def _tasks(shares: int) -> int:
-    """Tasks for a product of `shares` row or column panels: numba's threads, at most one a
-    panel."""
+    """Tasks for work of `shares` parts (a product's row or column panels, a sequence's units):
+    numba's threads, at most one a part."""
     import numba
     return max(1, min(numba.get_num_threads(), shares))

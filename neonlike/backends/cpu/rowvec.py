@@ -51,23 +51,18 @@ class _Vec:
     def _op(self, name, x, y):
         return _Vec(self.b, getattr(self.b, name)(self._of(x), self._of(y), flags=_FLAGS))
 
-    def __add__(self, x):
-        return self._op("fadd", self, x)
 
-    def __radd__(self, x):
-        return self._op("fadd", x, self)
+def _operator(name: str, swapped: bool):
+    """_Vec's method for an LLVM float instruction; `swapped`: the reflected form (number op
+    vector)."""
+    if swapped:
+        return lambda self, x: self._op(name, x, self)
+    return lambda self, x: self._op(name, self, x)
 
-    def __sub__(self, x):
-        return self._op("fsub", self, x)
 
-    def __rsub__(self, x):
-        return self._op("fsub", x, self)
-
-    def __mul__(self, x):
-        return self._op("fmul", self, x)
-
-    def __rmul__(self, x):
-        return self._op("fmul", x, self)
+for _name, _instr in (("add", "fadd"), ("sub", "fsub"), ("mul", "fmul")):
+    setattr(_Vec, f"__{_name}__", _operator(_instr, False))
+    setattr(_Vec, f"__r{_name}__", _operator(_instr, True))
 
 
 def vector_kernel(fn, n_in: int, n_out: int):

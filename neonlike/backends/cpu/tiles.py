@@ -290,16 +290,14 @@ def gemm(M, N, K, A, aoff, ak, ar, B, boff, ldb, panels, C, coff, ldc, bias, bet
             for k0 in range(0, K, KC):
                 kk = min(KC, K - k0)
                 b = np.float32(1.0) if k0 > 0 or bias.size else np.float32(beta)
+                step = PANEL if panels else nn      # columns a panel_gemm call
                 for p in range(r0, r1, ROWS):
                     a = aoff + p * ar + k0 * ak
-                    if panels:
-                        for j in range(j0, j0 + nn, PANEL):
-                            panel_gemm(kk, A, a, ak, ar, min(ROWS, r1 - p), B,
-                                       boff + j * K + k0 * PANEL, PANEL, C,
-                                       coff + p * ldc + j, ldc, min(PANEL, N - j), b)
-                    else:
-                        panel_gemm(kk, A, a, ak, ar, min(ROWS, r1 - p), B, boff + k0 * ldb + j0,
-                                   ldb, C, coff + p * ldc + j0, ldc, nn, b)
+                    for j in range(j0, j0 + nn, step):
+                        bo, lb = (boff + j * K + k0 * PANEL, PANEL) if panels else \
+                            (boff + k0 * ldb + j, ldb)
+                        panel_gemm(kk, A, a, ak, ar, min(ROWS, r1 - p), B, bo, lb, C,
+                                   coff + p * ldc + j, ldc, min(step, j0 + nn - j), b)
 
 
 def _transpose_block(VW: int):
@@ -365,10 +363,11 @@ def pack_transposed(X0, X1, split, K, P, tasks):
     N = X0.shape[0]
     blocks = N // WIDTH
     for task in prange(tasks):
+        parts = ((X0, 0, split, 0), (X1, split, K, split))    # (source, k from, k to, k shift)
         for blk in range(task * blocks // tasks, (task + 1) * blocks // tasks):
             u = blk * WIDTH
             base = (u // PANEL) * K * PANEL + u % PANEL
-            for X, lo, hi, shift in ((X0, 0, split, 0), (X1, split, K, split)):
+            for X, lo, hi, shift in parts:
                 flat, ld = X.reshape(X.size), X.shape[1]
                 k = lo
                 while k + WIDTH <= hi:
@@ -380,7 +379,6 @@ def pack_transposed(X0, X1, split, K, P, tasks):
         if task == tasks - 1:
             for u in range(blocks * WIDTH, N):
                 base = (u // PANEL) * K * PANEL + u % PANEL
-                for k in range(split):
-                    P[base + k * PANEL] = X0[u, k]
-                for k in range(split, K):
-                    P[base + k * PANEL] = X1[u, k - split]
+                for X, lo, hi, shift in parts:
+                    for k in range(lo, hi):
+                        P[base + k * PANEL] = X[u, k - shift]
