@@ -822,14 +822,18 @@ def calls_of(monkeypatch, name):
 
 @pytest.mark.parametrize("slow", ["numpy", "mkl"])
 def test_auto_takes_the_faster_path(auto, rng, monkeypatch, slow):
-    """One path slowed by 5 ms a call: the class is timed once and the other path runs it
-    (numpy's thread pool taken as quiet after its calls: _spinning has its own test)."""
+    """One path slowed by 20 ms a call: the class is timed once and the other path runs it
+    (numpy's thread pool taken as quiet after its calls: _spinning has its own test). A stall
+    of this shared machine during a warm-up call must not end the timing here (CI once read a
+    slowed MKL's warm-up over SLOW_RUN_S, 50 ms, and kept MKL): test_auto_gives_up_timing_slow_calls
+    tests that rule."""
     monkeypatch.setattr(G, "_spinning", lambda: False)
+    monkeypatch.setattr(G, "SLOW_RUN_S", 2.0)
     real_mkl, real_numpy = G._mkl_run, G._numpy_gemm
     if slow == "numpy":
-        monkeypatch.setattr(G, "_numpy_gemm", slowed(real_numpy, 0.005))
+        monkeypatch.setattr(G, "_numpy_gemm", slowed(real_numpy, 0.02))
     else:
-        monkeypatch.setattr(G, "_mkl_run", slowed(real_mkl, 0.005))
+        monkeypatch.setattr(G, "_mkl_run", slowed(real_mkl, 0.02))
     timings = calls_of(monkeypatch, "_time_paths")
     A = operand(rng, (100, 90), np.float32, "c")
     B = operand(rng, (90, 80), np.float32, "t")
