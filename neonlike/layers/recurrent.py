@@ -424,8 +424,7 @@ class GRU(Recurrent):
         fresh = self.init_buffers(inputs)
         self._start(fresh, init_state, [(self.h0, self.final_state_buffer)])
         be, act, gate = self.be, self.activation, self.gate_activation
-        be.compound_dot(self.W_input, self.x, self.rzhcan_buffer)
-        self.rzhcan_buffer[:] = self.rzhcan_buffer + self.b
+        be.compound_rnn_input(self.W_input, self.x, self.b, self.rzhcan_buffer)
         for h, h_prev, rh_prev, rz, r, z, hcan in zip(self.h, self.h_prev, self.rh_prev, self.rz,
                                                       self.r, self.z, self.hcan):
             be.compound_dot(self.Wrz_recur, h_prev, rz, beta=1.0)
