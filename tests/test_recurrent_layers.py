@@ -512,3 +512,23 @@ def test_rnn_products_match_float64(monkeypatch, dt, nin, nout, n, steps):
     assert ran == []
     np.testing.assert_allclose(out.get(), W @ np.concatenate([x, x], axis=1)[:, ::2][:, :cols]
                                + b, **tol)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("rows, nout, n, steps", [(12, 5, 3, 4), (8, 4, 2, 1)])
+def test_rnn_recur_grad_matches_float64(dt, reverse, rows, nout, n, steps):
+    """compound_rnn_recur_grad: delta's steps against the step before in the direction of
+    travel (h0 for the first: step 0 forward, the last step where `reverse`) against float64
+    numpy; what the forward layers and both halves of the bidirectional ones call."""
+    be = gen_backend("cpu", datatype=dt, batch_size=n, rng_seed=0)
+    rng = np.random.default_rng(rows + steps + reverse)
+    D, h, h0 = rng.normal(size=(rows, steps * n)), rng.normal(size=(nout, steps * n)), \
+        rng.normal(size=(nout, n))
+    dW = be.array(rng.normal(size=(rows, nout)))          # overwritten, not accumulated
+    be.compound_rnn_recur_grad(dW, be.array(D), be.array(h), be.array(h0), n, reverse=reverse)
+    h_prev = np.concatenate([h[:, n:], h0], axis=1) if reverse else \
+        np.concatenate([h0, h[:, :-n]], axis=1)
+    want = sum(D[:, t * n:(t + 1) * n] @ h_prev[:, t * n:(t + 1) * n].T for t in range(steps))
+    tol = dict(rtol=1e-4, atol=1e-4) if dt == np.float32 else dict(rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(dW.get(), want, **tol)

@@ -65,9 +65,21 @@ class RNNOpsMixin:
         delta @ x.T and dW_recur = sum over steps t of delta[t] @ h_prev[t].T, where h_prev[t]
         is h's step t - 1 and h0 (rows, bsz) for step 0 (delta, x, h: (rows, steps * bsz))."""
         self.compound_dot(delta, x.T, dW_input)
-        self.compound_dot(delta[:, :bsz], h0.T, dW_recur)
+        self.compound_rnn_recur_grad(dW_recur, delta, h, h0, bsz)
+
+    def compound_rnn_recur_grad(self, dW_recur: Any, delta: Any, h: Any, h0: Any, bsz: int,
+                                reverse: bool = False) -> None:
+        """dW_recur = sum over steps t of delta[t] @ h_prev[t].T, where h_prev[t] is the step
+        before t in the direction of travel (h's step t - 1; t + 1 where `reverse`, the
+        backward half of a bidirectional layer) and h0 (rows, bsz) for the first step (delta,
+        h: (rows, steps * bsz)): two GEMMs over all steps."""
+        if reverse:
+            first, rest, prev = delta[:, -bsz:], delta[:, :-bsz], h[:, bsz:]
+        else:
+            first, rest, prev = delta[:, :bsz], delta[:, bsz:], h[:, :-bsz]
+        self.compound_dot(first, h0.T, dW_recur)
         if delta.shape[1] > bsz:
-            self.compound_dot(delta[:, bsz:], h[:, :-bsz].T, dW_recur, beta=1.0)
+            self.compound_dot(rest, prev.T, dW_recur, beta=1.0)
 
     def compound_rnn_input_grads(self, W_input: Any, delta: Any, out: Any, alpha: float = 1.0,
                                  beta: float = 0.0) -> None:

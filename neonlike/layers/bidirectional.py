@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .layer import Layer
-from .recurrent import (Recurrent, _as_rows, _in_order, _lstm_lists, _recur_grad, get_steps,
+from .recurrent import (Recurrent, _as_rows, _in_order, _lstm_lists, get_steps,
                         interpret_in_shape)
 
 
@@ -166,8 +166,9 @@ class BiRNN(Recurrent):
 
     def _bi_grads(self, d_f: Any, d_b: Any, alpha: float) -> None:
         be, n = self.be, self.be.bsz
-        _recur_grad(be, self.dW_recur_f, d_f, self.h_buffer_f, self.h0_f, n, False)
-        _recur_grad(be, self.dW_recur_b, d_b, self.h_buffer_b, self.h0_b, n, True)
+        be.compound_rnn_recur_grad(self.dW_recur_f, d_f, self.h_buffer_f, self.h0_f, n)
+        be.compound_rnn_recur_grad(self.dW_recur_b, d_b, self.h_buffer_b, self.h0_b, n,
+                                   reverse=True)
         self._input_grads(d_f, self.W_input_f, self.dW_input_f, self.db_f, self.x_f,
                           self.out_deltas_buffer_f, alpha, 0.0)
         self._input_grads(d_b, self.W_input_b, self.dW_input_b, self.db_b, self.x_b,
@@ -297,8 +298,9 @@ class BiBNRNN(BiRNN):
         self._unroll_bprop()
         be, n, bsz = self.be, self.nout, self.be.bsz
         d = self.h_delta_buffer
-        _recur_grad(be, self.dW_recur_f, d[:n], self.h_buffer_f, self.h0_f, bsz, False)
-        _recur_grad(be, self.dW_recur_b, d[n:], self.h_buffer_b, self.h0_b, bsz, True)
+        be.compound_rnn_recur_grad(self.dW_recur_f, d[:n], self.h_buffer_f, self.h0_f, bsz)
+        be.compound_rnn_recur_grad(self.dW_recur_b, d[n:], self.h_buffer_b, self.h0_b, bsz,
+                                   reverse=True)
         self.db_f[:] = be.sum(d[:n], axis=1)      # the bias is added after the normalisation
         self.db_b[:] = be.sum(d[n:], axis=1)
         self._bprop_bn(d, self.h_ff_buffer)

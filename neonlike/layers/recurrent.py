@@ -83,16 +83,6 @@ def _as_rows(layer: Any, x: Any, rows: int, cols: int) -> Any:
     return buf
 
 
-def _recur_grad(be: Any, dW: Any, delta: Any, h: Any, h0: Any, n: int, reverse: bool) -> None:
-    """dW = sum over steps of delta[t] @ h_prev[t].T, where h_prev is the step before in the
-    direction of travel (h0 for the first step): two GEMMs over all steps."""
-    first, rest = (delta[:, -n:], delta[:, :-n]) if reverse else (delta[:, :n], delta[:, n:])
-    be.compound_dot(first, h0.T, dW)
-    if delta.shape[1] > n:
-        prev = h[:, n:] if reverse else h[:, :-n]
-        be.compound_dot(rest, prev.T, dW, beta=1.0)
-
-
 def _in_order(steps: list, reverse: bool) -> list:
     return steps[::-1] if reverse else steps
 
@@ -451,7 +441,7 @@ class GRU(Recurrent):
             dh_prev[t][:] = dh_prev[t] + dh * (1.0 - z) + r * wrc
             be.compound_dot(self.Wrz_recur.T, self.rz_delta[t], dh_prev[t], beta=1.0)
         d = self.rzhcan_delta_buffer
-        _recur_grad(be, self.dWrz_recur, d[:2 * self.nout], self.outputs, self.h0, n, False)
+        be.compound_rnn_recur_grad(self.dWrz_recur, d[:2 * self.nout], self.outputs, self.h0, n)
         be.compound_dot(d[2 * self.nout:], self.rh_prev_buffer.T, self.dWhcan_recur)
         self._input_grads(d, self.W_input, self.dW_input, self.db, self.x,
                           self._deltas_2d(self.out_deltas_buffer, self.nin), alpha, beta)
