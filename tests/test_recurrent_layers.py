@@ -9,7 +9,8 @@ from neonlike.initializers import Gaussian, GlorotUniform
 from neonlike.layers.recurrent import (GRU, LSTM, BiBNRNN, BiLSTM, BiRNN, BiSum, DeepBiLSTM,
                                        DeepBiRNN, Recurrent, RecurrentLast, RecurrentMean,
                                        RecurrentSum, get_steps)
-from neonlike.transforms import Logistic, Tanh
+from neonlike.transforms import Identity, Logistic, Rectlin, Tanh
+from neonlike.transforms.activation import Leaky
 
 T, NIN, NOUT, N = 3, 4, 5, 2
 
@@ -532,3 +533,163 @@ def test_rnn_recur_grad_matches_float64(dt, reverse, rows, nout, n, steps):
     want = sum(D[:, t * n:(t + 1) * n] @ h_prev[:, t * n:(t + 1) * n].T for t in range(steps))
     tol = dict(rtol=1e-4, atol=1e-4) if dt == np.float32 else dict(rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(dW.get(), want, **tol)
+
+
+# ---------------------------------------------------------------- the plain layer's sequence kernels
+def _relu(slope):
+    return (lambda z: np.maximum(z, 0) + slope * np.minimum(z, 0),
+            lambda y: (y > 0) + slope * (y < 0))
+
+
+PLAIN_ACTS = {"tanh": (lambda: Tanh(), np.tanh, lambda y: 1 - y * y),
+              "logistic": (lambda: Logistic(), sig, lambda y: y * (1 - y)),
+              "rectlin": (lambda: Rectlin(), *_relu(0.0)),
+              "leaky": (lambda: Leaky(0.1), *_relu(0.1)),
+              "identity": (lambda: Identity(), lambda z: z, lambda y: np.ones_like(y))}
+
+
+def ref_plain(x, R, Wi, Wr, b, h0, n, act, dact):
+    """float64 outputs and, for the output errors R, the errors of x, of W_input, W_recur, b
+    and of the starting state, of h[t] = act(Wi x[t] + Wr h[t-1] + b)."""
+    xs, Rs = seq_n(x, n), seq_n(R, n)
+    hs, h = [], h0
+    for xt in xs:
+        h = act(Wi @ xt + Wr @ h + b)
+        hs.append(h)
+    dWi, dWr, db = np.zeros_like(Wi), np.zeros_like(Wr), np.zeros_like(b)
+    dxs, d = [None] * len(xs), None
+    for t in reversed(range(len(xs))):
+        d = dact(hs[t]) * (Rs[t] + (Wr.T @ d if d is not None else 0))
+        dxs[t] = Wi.T @ d
+        dWi += d @ xs[t].T
+        dWr += d @ (hs[t - 1] if t else h0).T
+        db += d.sum(axis=1, keepdims=True)
+    return flat_n(hs), flat_n(dxs), dWi, dWr, db, Wr.T @ d
+
+
+def seq_n(x, n):
+    return list(x.reshape(x.shape[0], -1, n).transpose(1, 0, 2))
+
+
+def flat_n(steps):
+    return np.array(steps).transpose(1, 0, 2).reshape(steps[0].shape[0], -1)
+
+
+def spy_plain_kernels(monkeypatch):
+    """The names of the plain recurrent kernels that run, in order."""
+    from neonlike.backends.cpu import rnn as cpu_rnn
+    k = cpu_rnn._plain_kernels()
+    if k is None:
+        pytest.skip("the plain recurrent kernels need numba and a register tile")
+    ran = []
+    for name in ("rnn_fprop_cols", "rnn_fprop_tiles", "rnn_bprop_cols", "rnn_bprop_tiles"):
+        def record(*args, _name=name, _run=getattr(k, name)):
+            ran.append(_name)
+            return _run(*args)
+        monkeypatch.setattr(k, name, record)
+    return ran
+
+
+@pytest.mark.parametrize("act", list(PLAIN_ACTS))
+@pytest.mark.parametrize("dims", [(20, 37, 40, 5), (8, 21, 3, 4), (6, 19, 40, 3, "units"),
+                                  (5, 17, 16, 1)])
+def test_float32_recurrent_runs_its_steps_as_one_kernel(monkeypatch, act, dims):
+    """A float32 Recurrent layer runs its steps as one kernel each way (plain_rnn_kernels:
+    the batch split where each task gets a vector width of columns, else, or forced, the unit
+    split), for each activation the kernels know; outputs, input errors, weight gradients and
+    the starting state's error against float64 numpy, over two passes (the second from the
+    carried state). dims (inputs, units, batch, steps): shares of 16 and 24 columns (a tall
+    tile and 8 columns in a loop) and 37 units (two 16-row tiles and 5 rows); a batch of 3;
+    the unit split forced (10 and 9 units a task: an 8-row panel and single rows); one step."""
+    from neonlike.backends.cpu import rnn as cpu_rnn
+    ran = spy_plain_kernels(monkeypatch)
+    if len(dims) > 4:
+        monkeypatch.setattr(cpu_rnn, "_by_columns", lambda N, tasks: False)
+    nin, nout, n, steps = dims[:4]
+    make, f, df = PLAIN_ACTS[act]
+    be = gen_backend("cpu", datatype=np.float32, batch_size=n, rng_seed=0)
+    layer = build(Recurrent(nout, Gaussian(scale=0.3), activation=make()), nin=nin, steps=steps)
+    rng = np.random.default_rng(nin + nout)
+    Wi, Wr = rng.normal(scale=0.3, size=(nout, nin)), rng.normal(scale=0.15, size=(nout, nout))
+    b = rng.normal(scale=0.3, size=(nout, 1))
+    for name, value in (("W_input", Wi), ("W_recur", Wr), ("b", b)):
+        getattr(layer, name)[:] = be.array(value.astype(np.float32))
+    x = rng.normal(size=(nin, steps * n))
+    xt = be.array(x.astype(np.float32))
+    h0 = np.zeros((nout, n))
+    split = "cols" if cpu_rnn._by_columns(n, cpu_rnn._tasks(nout)) else "tiles"
+    for _ in range(2):      # the same input tensor: the second pass starts from the last state
+        R = rng.normal(size=(nout, steps * n))
+        want = ref_plain(x, R, Wi, Wr, b, h0, n, f, df)
+        ran.clear()
+        out = layer.fprop(xt).get()
+        dx = layer.bprop(be.array(R.astype(np.float32))).get()
+        assert ran == [f"rnn_fprop_{split}", f"rnn_bprop_{split}"]
+        got = (out, dx, layer.dW_input.get(), layer.dW_recur.get(), layer.db.get(),
+               layer.final_hidden_error.get())
+        for name, g, w in zip(("h", "dx", "dW_input", "dW_recur", "db", "h0 error"), got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=2e-5, err_msg=name)
+        h0 = want[0][:, -n:]
+
+
+def test_float32_recurrent_edge_values_match_the_generic_steps(monkeypatch):
+    """Inputs with 0, tiny, huge, inf and nan: the kernels give what the generic per-step ops
+    give in float32 (nan where they have nan), for each activation."""
+    from neonlike.backends.cpu import rnn as cpu_rnn
+    spy_plain_kernels(monkeypatch)
+    nin, nout, n, steps = 6, 9, 32, 3
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(nin, steps * n))
+    edges = [0.0, 1e-40, 1e30, -1e30, np.inf, -np.inf, np.nan]
+    for k, v in enumerate(edges):
+        x[k % nin, 5 * k + 1] = v
+    R = rng.normal(size=(nout, steps * n))
+    W = rng.normal(scale=0.3, size=(nin + nout + 1, nout))
+    for act, (make, _, _) in PLAIN_ACTS.items():
+        got = []
+        ran = spy_plain_kernels(monkeypatch)
+        for kernels in (True, False):
+            if not kernels:
+                assert ran == ["rnn_fprop_cols", "rnn_bprop_cols"], act
+                monkeypatch.setattr(cpu_rnn, "_plain_kernels", lambda: None)
+            be = gen_backend("cpu", datatype=np.float32, batch_size=n, rng_seed=0)
+            layer = build(Recurrent(nout, Gaussian(), activation=make()), nin=nin, steps=steps)
+            layer.W[:] = be.array(W.astype(np.float32))
+            with np.errstate(invalid="ignore", over="ignore"):
+                out = layer.fprop(be.array(x.astype(np.float32))).get()
+                dx = layer.bprop(be.array(R.astype(np.float32))).get()
+            got.append((out, dx, layer.dW.get(), layer.final_hidden_error.get()))
+        assert len(ran) == 2, act               # (the generic steps ran no kernel)
+        monkeypatch.undo()
+        for name, a, b in zip(("h", "dx", "dW", "h0 error"), *got):
+            assert np.array_equal(np.isnan(a), np.isnan(b)), (act, name)
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5, err_msg=f"{act} {name}")
+
+
+def test_float32_birnn_runs_its_forward_half_as_one_kernel(monkeypatch):
+    """BiRNN: the forward half's steps take the kernels (the backward half, right to left, the
+    generic ops); values and gradients match the float64 layer (checked against references and
+    central differences above)."""
+    ran = spy_plain_kernels(monkeypatch)
+    nin, nout, n, steps = 7, 11, 32, 4
+    rng = np.random.default_rng(5)
+    layers = {}
+    for dt in (np.float64, np.float32):
+        be = gen_backend("cpu", datatype=dt, batch_size=n, rng_seed=0)
+        layers[dt] = (be, build(BiRNN(nout, Gaussian(scale=0.4), activation=Tanh()), nin=nin,
+                                steps=steps))
+    (be64, l64), (be32, l32) = layers[np.float64], layers[np.float32]
+    W = rng.normal(scale=0.4, size=l64.W.shape)
+    l64.W.set(W)
+    l32.W.set(W.astype(np.float32))
+    x, R = rng.normal(size=(nin, steps * n)), rng.normal(size=(2 * nout, steps * n))
+    out64 = l64.fprop(be64.array(x)).get()
+    ran.clear()
+    out32 = l32.fprop(be32.array(x.astype(np.float32))).get()
+    dx64 = l64.bprop(be64.array(R)).get()
+    dx32 = l32.bprop(be32.array(R.astype(np.float32))).get()
+    assert ran == ["rnn_fprop_cols", "rnn_bprop_cols"] or ran == ["rnn_fprop_tiles",
+                                                                 "rnn_bprop_tiles"]
+    np.testing.assert_allclose(out32, out64, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(dx32, dx64, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(l32.dW.get(), l64.dW.get(), rtol=1e-4, atol=1e-4)

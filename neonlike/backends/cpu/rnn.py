@@ -11,7 +11,7 @@ lstm_fprop_seq / lstm_bprop_seq). Other cells and dtypes, and machines without n
 generic version."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -27,6 +27,29 @@ def _kernels() -> Any:
             rnn_kernels = None
         _KERNELS.append(rnn_kernels)
     return _KERNELS[0]
+
+
+_PLAIN: list = []
+
+
+def _plain_kernels() -> Any:
+    """plain_rnn_kernels, or None without numba or a register tile (_tiles)."""
+    if not _PLAIN:
+        found = None
+        if _kernels() is not None:
+            from . import plain_rnn_kernels as found
+        _PLAIN.append(found)
+    return _PLAIN[0] if _tiles() else None
+
+
+def _activation_code(activation: Any) -> tuple | None:
+    """(code, slope) of an activation the plain recurrent kernels run (plain_rnn_kernels: 0
+    identity, 1 tanh, 2 logistic, 3 rectifier with its slope), None for any other."""
+    from ...transforms.activation import Identity, Leaky, Logistic, Rectlin, Tanh
+    code = {Identity: 0, Tanh: 1, Logistic: 2, Rectlin: 3, Leaky: 3}.get(type(activation))
+    if code is None or (code == 2 and activation.shortcut):
+        return None
+    return code, np.float32(getattr(activation, "slope", 0.0))
 
 
 def _standard(activation: Any, gate_activation: Any) -> bool:
@@ -94,6 +117,46 @@ class CPURNNMixin:
                                                     c_prev, c_act, ifog_delta, activation,
                                                     gate_activation, nout)
         k.lstm_bprop(*args[:12], has_next, *args[12:], nout, dh.shape[1])
+
+    # ---------------------------------------------------------------- the plain recurrent layer
+    def compound_rnn_unroll_fprop(self, W_recur: Any, h_prev_s: Sequence, h_ff_s: Sequence,
+                                  h_s: Sequence, bias: Any, nout: int, num_steps: int,
+                                  num_used_steps: int | None, activation: Any,
+                                  reverse: bool = False) -> None:
+        """Every step as one kernel with its recurrent GEMMs as register tiles
+        (plain_rnn_kernels.rnn_fprop_cols / rnn_fprop_tiles), where the steps run forward over
+        all of them, h_prev is h0 then h's steps, h_ff is another buffer, the activation is one
+        the kernels know (_activation_code) and every operand is float32 in step views a root
+        and a column step reach (_rnn_plan); else the generic per-step op."""
+        plan = None if reverse or bias is None or h_ff_s is h_s else \
+            _rnn_plan(W_recur, False, h_prev_s, h_s, (h_s, h_ff_s), num_steps, num_used_steps,
+                      activation)
+        b = _plain((bias,)) if plan is not None else None
+        if b is None or b[0].shape != (plan[1].shape[0], 1) or _overlaps([plan[2][0][0]], b):
+            return super().compound_rnn_unroll_fprop(W_recur, h_prev_s, h_ff_s, h_s, bias, nout,
+                                                     num_steps, num_used_steps, activation,
+                                                     reverse)
+        k, W, (h, ff), h0, T, N, tasks, (code, slope) = plan
+        run = k.rnn_fprop_cols if _by_columns(N, tasks) else k.rnn_fprop_tiles
+        run(W, h0, *h, *ff, _flat(b[0]), code, slope, W.shape[0], N, T, tasks)
+
+    def compound_rnn_unroll_bprop(self, W_recur: Any, delta_prev_s: Sequence, delta_s: Sequence,
+                                  h_s: Sequence, nout: int, num_steps: int,
+                                  num_used_steps: int | None, activation: Any,
+                                  reverse: bool = True) -> None:
+        """Every step as one kernel (plain_rnn_kernels.rnn_bprop_cols / rnn_bprop_tiles), the
+        starting state's error (delta_prev's first step) included, where fprop's would run:
+        the steps last first, delta_prev the starting state's error then delta's steps; W_recur
+        is the transposed recurrent matrix (W_recur.T of the layer's)."""
+        plan = _rnn_plan(W_recur, True, delta_prev_s, delta_s, (delta_s, h_s), num_steps,
+                         num_used_steps, activation) if reverse else None
+        if plan is None:
+            return super().compound_rnn_unroll_bprop(W_recur, delta_prev_s, delta_s, h_s, nout,
+                                                     num_steps, num_used_steps, activation,
+                                                     reverse)
+        k, W, (d, h), h0e, T, N, tasks, (code, slope) = plan
+        run = k.rnn_bprop_cols if _by_columns(N, tasks) else k.rnn_bprop_tiles
+        run(W, *d, *h, code, slope, W.shape[0], N, T, tasks, h0e)
 
     # ---------------------------------------------------------------- whole products
     def compound_rnn_input(self, W_input: Any, x: Any, bias: Any, out: Any) -> None:
@@ -269,6 +332,59 @@ def _max_rows(macs: int, N: int, K: int) -> int:
     return macs // (N * K) if macs else 0
 
 
+def _rnn_plan(W_recur: Any, transposed: bool, prev_s: Sequence, chain: Sequence, lists: tuple,
+              num_steps: int, num_used_steps: int | None, activation: Any) -> tuple | None:
+    """What the plain recurrent kernels take (plain_rnn_kernels), or None where they cannot
+    run: the kernels; W (n, n) C-ordered float32 (W_recur, or the array under it where
+    `transposed`); (root, r0, c0, column step) of each list's step views (each (n, N));
+    prev_s's first step, a C-ordered (n, N) float32 array (its later steps must be chain's
+    steps before them); the step count, the batch, the task count and (code, slope) of the
+    activation. The outputs' memory (the first list's, and the start's) must not overlap the
+    others'."""
+    k = _plain_kernels()
+    T = len(chain)
+    if k is None or T == 0 or num_steps != T or num_used_steps not in (None, T) or \
+            len(prev_s) != T or any(len(steps) != T for steps in lists):
+        return None
+    code = _activation_code(activation)
+    W = getattr(W_recur, "_tensor", None)
+    if code is None or not isinstance(W, np.ndarray):
+        return None
+    W = W.T if transposed else W
+    start = getattr(prev_s[0], "_tensor", None)
+    if W.dtype != _F32 or W.ndim != 2 or not W.flags.c_contiguous or \
+            W.shape[0] != W.shape[1] or not isinstance(start, np.ndarray):
+        return None
+    n, N = W.shape[0], chain[0].shape[1]
+    if start.dtype != _F32 or start.shape != (n, N) or not start.flags.c_contiguous or \
+            any(prev_s[t] is not chain[t - 1] for t in range(1, T)):
+        return None
+    views = [_step_views(steps, T, N) for steps in lists]
+    if any(v is None or v[0].shape[1] < N for v in views) or \
+            any(s.shape != (n, N) for steps in lists for s in steps):
+        return None
+    roots = [v[0] for v in views]
+    if _overlaps([roots[0], start], roots + [start, W]):
+        return None
+    return k, W, views, start, T, N, _tasks(n), code
+
+
+def _step_views(steps: Sequence, T: int, N: int) -> tuple | None:
+    """(root, r0, c0, column step) of T step views of N columns each lying in one root, step t
+    at column c0 + t * step; None where they do not."""
+    found = _roots(tuple(steps))
+    if found is None or any(s.shape[1] != N for s in steps):
+        return None
+    root, r0, c0 = found[0], found[1], found[2]
+    step = found[5] - c0 if T > 1 else N
+    for t in range(T):
+        rt, rr, rc = found[3 * t:3 * t + 3]
+        if rt.__array_interface__["data"][0] != root.__array_interface__["data"][0] or \
+                rt.shape != root.shape or rr != r0 or rc != c0 + t * step:
+            return None
+    return root, r0, c0, step
+
+
 def _views_plan(S: dict, keys: tuple, n: int) -> tuple | None:
     h, c = S["h"], S["c"]
     T, N = len(h), h[0].shape[1]
@@ -281,20 +397,9 @@ def _views_plan(S: dict, keys: tuple, n: int) -> tuple | None:
         if a is None or a.dtype != _F32 or a.shape != (n, N) or not a.flags.c_contiguous:
             return None
         starts.append(a)
-    views = []
-    for key in keys:
-        steps = S[key]
-        found = _roots(tuple(steps))
-        if found is None or any(s.shape[1] != N for s in steps):
-            return None
-        root, r0, c0 = found[0], found[1], found[2]
-        step = found[5] - c0 if T > 1 else N
-        for t in range(T):
-            rt, rr, rc = found[3 * t:3 * t + 3]
-            if rt.__array_interface__["data"][0] != root.__array_interface__["data"][0] or \
-                    rt.shape != root.shape or rr != r0 or rc != c0 + t * step:
-                return None
-        views.append((root, r0, c0, step))
+    views = [_step_views(S[key], T, N) for key in keys]
+    if any(v is None for v in views):
+        return None
     return views, tuple(starts), T, N
 
 
