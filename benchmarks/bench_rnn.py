@@ -1,15 +1,20 @@
-"""neon's LSTM layer on the engine against PyTorch's nn.LSTM on the CPU, side by side in one run.
+"""neon's recurrent layers on the engine against PyTorch's on the CPU, side by side in one run:
+LSTM against nn.LSTM, the plain Recurrent layer (tanh) against nn.RNN, GRU against nn.GRU.
 
     python benchmarks/bench_rnn.py                 # --threads 2 --repeats 11
     python benchmarks/bench_rnn.py --quick
+    python benchmarks/bench_rnn.py --cases lstm    # the cases whose name starts so
 
-One training pass of one LSTM layer (float32, random data): forward over all steps, then backward
-from a random output error to the input error and the weight gradients. neonlike: LSTM.fprop +
-LSTM.bprop (neon's (features, steps * batch) layout); torch: nn.LSTM(input, hidden) on a (steps,
-batch, input) tensor that requires its gradient, (out * R).sum().backward(). Both start from the
-same weights (torch's gate order i, f, g, o mapped from neon's i, f, o, g); the outputs and input
-errors are checked equal before timing. Each round times a batch of passes of each in turn; the
-table gives medians.
+One training pass of one layer (float32, random data): forward over all steps, then backward
+from a random output error to the input error and the weight gradients. neonlike: layer.fprop +
+layer.bprop (neon's (features, steps * batch) layout); torch: the module on a (steps, batch,
+input) tensor that requires its gradient, (out * R).sum().backward(). Both start from the same
+weights (torch's gate order mapped from neon's: LSTM i, f, g, o from i, f, o, g), and for the
+LSTM and the plain layer the outputs, input errors and dW_recur are checked equal before timing.
+neon's GRU is another variant than torch's (the reset gate applied before the recurrent product,
+W (r * h), where torch takes r * (W h + b); z weighting the candidate where torch's weights the
+state): the same products and cells, other values, so that case is timed only. Each round times
+a batch of passes of each in turn; the table gives medians.
 """
 from __future__ import annotations
 
@@ -25,16 +30,31 @@ import torch  # noqa: E402
 
 from neonlike.backends import gen_backend  # noqa: E402
 from neonlike.initializers import Gaussian  # noqa: E402
-from neonlike.layers import LSTM  # noqa: E402
+from neonlike.layers import GRU, LSTM, Recurrent  # noqa: E402
 from neonlike.transforms import Logistic, Tanh  # noqa: E402
 
-CASES = {"lstm 256x256, batch 32, 50 steps": (256, 256, 32, 50),
-         "lstm 128x128, batch 16, 20 steps": (128, 128, 16, 20)}
+CASES = {"lstm 256x256, batch 32, 50 steps": ("lstm", 256, 256, 32, 50),
+         "lstm 128x128, batch 16, 20 steps": ("lstm", 128, 128, 16, 20),
+         "rnn 256x256, batch 32, 50 steps": ("rnn", 256, 256, 32, 50),
+         "gru 256x256, batch 32, 50 steps": ("gru", 256, 256, 32, 50)}
+
+# per kind: the neon layer, torch's module and the rows of neon's gate blocks in torch's order
+KINDS = {
+    "lstm": (lambda n: LSTM(n, Gaussian(scale=0.1), activation=Tanh(),
+                            gate_activation=Logistic()), torch.nn.LSTM,
+             lambda n: np.r_[0:2 * n, 3 * n:4 * n, 2 * n:3 * n]),      # ifgo <- ifog
+    "rnn": (lambda n: Recurrent(n, Gaussian(scale=0.1), activation=Tanh()), torch.nn.RNN,
+            lambda n: np.arange(n)),
+    "gru": (lambda n: GRU(n, Gaussian(scale=0.1), activation=Tanh(),
+                          gate_activation=Logistic()), torch.nn.GRU,
+            lambda n: np.arange(3 * n)),           # (a different variant: timed only)
+}
 
 
-def make_case(nin, nout, bsz, steps, rng):
+def make_case(kind, nin, nout, bsz, steps, rng):
     be = gen_backend("cpu", batch_size=bsz, rng_seed=0)
-    layer = LSTM(nout, Gaussian(scale=0.1), activation=Tanh(), gate_activation=Logistic())
+    make_layer, module, rows = KINDS[kind]
+    layer = make_layer(nout)
     layer.configure((nin, steps))
     layer.prev_layer = True
     layer.allocate()
@@ -48,8 +68,8 @@ def make_case(nin, nout, bsz, steps, rng):
         layer.fprop(x)
         layer.bprop(r)
 
-    net = torch.nn.LSTM(nin, nout)
-    order = np.r_[0:2 * nout, 3 * nout:4 * nout, 2 * nout:3 * nout]  # torch ifgo <- neon ifog
+    net = module(nin, nout)
+    order = rows(nout)
     with torch.no_grad():
         net.weight_ih_l0.copy_(torch.from_numpy(layer.W_input.get()[order]))
         net.weight_hh_l0.copy_(torch.from_numpy(layer.W_recur.get()[order]))
@@ -67,6 +87,8 @@ def make_case(nin, nout, bsz, steps, rng):
 
     ours()
     out = theirs()
+    if kind == "gru":       # another variant than torch's (see above): timed only
+        return ours, theirs
     mine = layer.outputs.get().reshape(nout, steps, bsz).transpose(1, 2, 0)
     np.testing.assert_allclose(mine, out.detach().numpy(), atol=1e-4)
     dx = layer.out_deltas_buffer.get().reshape(nin, steps, bsz).transpose(1, 2, 0)
@@ -88,6 +110,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=11)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--cases", default="", help="comma-separated name prefixes (lstm, rnn, gru)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     repeats, inner = (3, 2) if args.quick else (args.repeats, 3)
@@ -95,7 +118,10 @@ def main():
     print(f"threads {args.threads}, torch {torch.__version__}, medians of {repeats} rounds of "
           f"{inner} passes (forward + backward)")
     print(f"{'case':36s} {'neonlike ms':>12s} {'torch ms':>10s} {'torch/neonlike':>15s}")
+    wanted = [c for c in args.cases.split(",") if c]
     for name, dims in CASES.items():
+        if wanted and not any(name.startswith(c) for c in wanted):
+            continue
         ours, theirs = make_case(*dims, rng)
         for fn in (ours, theirs):      # warm-up: kernels compiled, GEMM paths chosen
             timed(fn, 2)
