@@ -693,3 +693,52 @@ def test_float32_birnn_runs_its_forward_half_as_one_kernel(monkeypatch):
     np.testing.assert_allclose(out32, out64, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(dx32, dx64, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(l32.dW.get(), l64.dW.get(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dims", [(20, 37, 40, 5), (6, 16, 32, 1), (8, 21, 3, 4)])
+def test_float32_gru_runs_its_steps_as_one_kernel(monkeypatch, dims):
+    """A float32 GRU runs its steps as one kernel each way (gru_kernels, the tasks sharing the
+    batch) where each task gets a vector width of columns (a batch of 3: the generic steps);
+    values, input errors, weight gradients and the starting state's error match the float64
+    layer (checked against the reference and central differences above) over two passes (the
+    second from the carried state). dims (inputs, units, batch, steps): shares of 16 and 24
+    columns and 37 units (two 16-row tiles and 5 rows); one step of 16 units."""
+    from neonlike.backends.cpu import rnn as cpu_rnn
+    k = cpu_rnn._gru_kernels()
+    if k is None:
+        pytest.skip("the GRU kernels need numba and a register tile")
+    ran = []
+    for name in ("gru_fprop_cols", "gru_bprop_cols"):
+        def record(*args, _name=name, _run=getattr(k, name)):
+            ran.append(_name)
+            return _run(*args)
+        monkeypatch.setattr(k, name, record)
+    nin, nout, n, steps = dims
+    rng = np.random.default_rng(nin + nout + n)
+    layers = {}
+    for dt in (np.float64, np.float32):
+        be = gen_backend("cpu", datatype=dt, batch_size=n, rng_seed=0)
+        layer = GRU(nout, Gaussian(scale=0.3), activation=Tanh(), gate_activation=Logistic())
+        layers[dt] = (be, build(layer, nin=nin, steps=steps))
+    (be64, l64), (be32, l32) = layers[np.float64], layers[np.float32]
+    W = rng.normal(scale=0.3, size=l64.W.shape)       # the biases too (they start at zero)
+    l64.W.set(W)
+    l32.W.set(W.astype(np.float32))
+    x = rng.normal(size=(nin, steps * n))
+    x64, x32 = be64.array(x), be32.array(x.astype(np.float32))
+    kernels = cpu_rnn._by_columns(n, cpu_rnn._tasks(nout))
+    for _ in range(2):      # the same input tensors: the second pass starts from the last state
+        R = rng.normal(size=(nout, steps * n))
+        out64 = l64.fprop(x64).get()
+        dx64 = l64.bprop(be64.array(R)).get()
+        ran.clear()
+        out32 = l32.fprop(x32).get()
+        dx32 = l32.bprop(be32.array(R.astype(np.float32))).get()
+        assert ran == (["gru_fprop_cols", "gru_bprop_cols"] if kernels else [])
+        np.testing.assert_allclose(out32, out64, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(dx32, dx64, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(l32.dW.get(), l64.dW.get(), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(l32.final_hidden_error.get(), l64.final_hidden_error.get(),
+                                   rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(l32.rzhcan_delta_buffer.get(),
+                                   l64.rzhcan_delta_buffer.get(), rtol=1e-4, atol=1e-5)

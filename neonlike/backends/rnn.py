@@ -119,6 +119,46 @@ class RNNOpsMixin:
         self.compound_dot(W_recur_T, S["ifog_d"][0], h0_err)
         c0_err[:] = S["c_d"][0] * S["f"][0]
 
+    def compound_gru_fprop_steps(self, W_recur: Any, S: dict, activation: Any,
+                                 gate_activation: Any) -> None:
+        """Every step of a GRU layer's fprop (neon's GRU), in the order of S's lists (per-step
+        views, as neonlike.layers.recurrent makes them): the gates rz (r and z), r, z, hcan hold
+        their input projections (W_input x + b) on entry and their activations on return;
+        rh_prev = r * h_prev, h = h_prev + z * (hcan - h_prev). W_recur (3n, n): W_rz, then
+        W_hcan. A device may run them as one kernel."""
+        n = W_recur.shape[1]
+        W_rz, W_hcan = W_recur[:2 * n], W_recur[2 * n:]
+        for h, h_prev, rh_prev, rz, r, z, hcan in zip(S["h"], S["h_prev"], S["rh_prev"],
+                                                      S["rz"], S["r"], S["z"], S["hcan"]):
+            self.compound_dot(W_rz, h_prev, rz, beta=1.0)
+            rz[:] = gate_activation(rz)
+            rh_prev[:] = r * h_prev
+            self.compound_dot(W_hcan, rh_prev, hcan, beta=1.0)
+            hcan[:] = activation(hcan)
+            h[:] = h_prev + z * (hcan - h_prev)
+
+    def compound_gru_bprop_steps(self, W_recur: Any, S: dict, activation: Any,
+                                 gate_activation: Any, h0_err: Any) -> None:
+        """Every step of a GRU layer's bprop, the last of S's lists first. S["dh"] holds the
+        errors of the outputs on entry (each step's gets the error its next step sends back);
+        leaves the gates' pre-activation errors in S["rz_d"] / S["r_d"], S["z_d"],
+        S["hcan_d"], and the starting state's error in h0_err. S["wrc"]: an (n, batch)
+        scratch (W_hcan.T @ hcan_d)."""
+        n = W_recur.shape[1]
+        W_rz, W_hcan = W_recur[:2 * n], W_recur[2 * n:]
+        dh_prev = [h0_err] + S["dh"][:-1]
+        h0_err[:] = 0.0
+        wrc = S["wrc"]
+        for t in reversed(range(len(S["h"]))):
+            dh, z, r, h_prev, hcan = S["dh"][t], S["z"][t], S["r"][t], S["h_prev"][t], \
+                S["hcan"][t]
+            S["hcan_d"][t][:] = activation.bprop(hcan) * dh * z
+            S["z_d"][t][:] = gate_activation.bprop(z) * dh * (hcan - h_prev)
+            self.compound_dot(W_hcan.T, S["hcan_d"][t], wrc)
+            S["r_d"][t][:] = gate_activation.bprop(r) * wrc * h_prev
+            dh_prev[t][:] = dh_prev[t] + dh * (1.0 - z) + r * wrc
+            self.compound_dot(W_rz.T, S["rz_d"][t], dh_prev[t], beta=1.0)
+
     def compound_lstm_fprop_step(self, ifog: Any, c_prev: Any, c: Any, c_act: Any, h: Any,
                                  activation: Any, gate_activation: Any, nout: int) -> None:
         """One LSTM step after its GEMMs: ifog (4 * nout, bsz) holds the pre-activations of the

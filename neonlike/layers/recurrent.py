@@ -409,37 +409,25 @@ class GRU(Recurrent):
         self.rz, self.r, self.z, self.hcan = g.rows(0, 2), g.rows(0, 1), g.rows(1, 2), g.rows(2, 3)
         self.rz_delta, self.r_delta = d.rows(0, 2), d.rows(0, 1)
         self.z_delta, self.hcan_delta = d.rows(1, 2), d.rows(2, 3)
+        self._S = dict(h=self.h, h_prev=self.h_prev, rh_prev=self.rh_prev, gates=self.rzhcan,
+                       rz=self.rz, r=self.r, z=self.z, hcan=self.hcan, dh=self.h_delta,
+                       gates_d=self.rzhcan_delta, rz_d=self.rz_delta, r_d=self.r_delta,
+                       z_d=self.z_delta, hcan_d=self.hcan_delta, wrc=self.wrc_T_dc)
 
     def fprop(self, inputs: Any, inference: bool = False, init_state: Any = None) -> Any:
         fresh = self.init_buffers(inputs)
         self._start(fresh, init_state, [(self.h0, self.final_state_buffer)])
-        be, act, gate = self.be, self.activation, self.gate_activation
+        be = self.be
         be.compound_rnn_input(self.W_input, self.x, self.b, self.rzhcan_buffer)
-        for h, h_prev, rh_prev, rz, r, z, hcan in zip(self.h, self.h_prev, self.rh_prev, self.rz,
-                                                      self.r, self.z, self.hcan):
-            be.compound_dot(self.Wrz_recur, h_prev, rz, beta=1.0)
-            rz[:] = gate(rz)
-            rh_prev[:] = r * h_prev
-            be.compound_dot(self.Whcan_recur, rh_prev, hcan, beta=1.0)
-            hcan[:] = act(hcan)
-            h[:] = h_prev + z * (hcan - h_prev)
+        be.compound_gru_fprop_steps(self.W_recur, self._S, self.activation, self.gate_activation)
         self.final_state_buffer[:] = self.h[-1]
         return self.outputs
 
     def bprop(self, deltas: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
         self._take_error(deltas)
-        be, act, gate, n = self.be, self.activation, self.gate_activation, self.be.bsz
-        dh_prev = [self.final_hidden_error] + self.h_delta[:-1]
-        self.final_hidden_error[:] = 0.0
-        wrc = self.wrc_T_dc
-        for t in reversed(range(self.nsteps)):
-            dh, z, r, h_prev = self.h_delta[t], self.z[t], self.r[t], self.h_prev[t]
-            self.hcan_delta[t][:] = act.bprop(self.hcan[t]) * dh * z
-            self.z_delta[t][:] = gate.bprop(z) * dh * (self.hcan[t] - h_prev)
-            be.compound_dot(self.Whcan_recur.T, self.hcan_delta[t], wrc)
-            self.r_delta[t][:] = gate.bprop(r) * wrc * h_prev
-            dh_prev[t][:] = dh_prev[t] + dh * (1.0 - z) + r * wrc
-            be.compound_dot(self.Wrz_recur.T, self.rz_delta[t], dh_prev[t], beta=1.0)
+        be, n = self.be, self.be.bsz
+        be.compound_gru_bprop_steps(self.W_recur, self._S, self.activation, self.gate_activation,
+                                    self.final_hidden_error)
         d = self.rzhcan_delta_buffer
         be.compound_rnn_recur_grad(self.dWrz_recur, d[:2 * self.nout], self.outputs, self.h0, n)
         be.compound_dot(d[2 * self.nout:], self.rh_prev_buffer.T, self.dWhcan_recur)

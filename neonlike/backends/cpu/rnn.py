@@ -42,6 +42,19 @@ def _plain_kernels() -> Any:
     return _PLAIN[0] if _tiles() else None
 
 
+_GRU: list = []
+
+
+def _gru_kernels() -> Any:
+    """gru_kernels, or None without numba or a register tile (_tiles)."""
+    if not _GRU:
+        found = None
+        if _kernels() is not None:
+            from . import gru_kernels as found
+        _GRU.append(found)
+    return _GRU[0] if _tiles() else None
+
+
 def _activation_code(activation: Any) -> tuple | None:
     """(code, slope) of an activation the plain recurrent kernels run (plain_rnn_kernels: 0
     identity, 1 tanh, 2 logistic, 3 rectifier with its slope), None for any other."""
@@ -157,6 +170,36 @@ class CPURNNMixin:
         k, W, (d, h), h0e, T, N, tasks, (code, slope) = plan
         run = k.rnn_bprop_cols if _by_columns(N, tasks) else k.rnn_bprop_tiles
         run(W, *d, *h, code, slope, W.shape[0], N, T, tasks, h0e)
+
+    # ---------------------------------------------------------------- GRU
+    def compound_gru_fprop_steps(self, W_recur: Any, S: dict, activation: Any,
+                                 gate_activation: Any) -> None:
+        """Every step as one kernel with its recurrent GEMMs as register tiles
+        (gru_kernels.gru_fprop_cols), the tasks sharing the batch, for the standard cell over
+        float32 step views a root and a column step reach (_gru_plan); else the generic
+        per-step ops."""
+        plan = _gru_plan(W_recur, S, ("gates", "h", "rh_prev"), activation, gate_activation)
+        if plan is None:
+            return super().compound_gru_fprop_steps(W_recur, S, activation, gate_activation)
+        k, W, (g, h, rh), h0, T, N, tasks = plan
+        k.gru_fprop_cols(W, *g, h0, *h, *rh, W.shape[1], N, T, tasks)
+
+    def compound_gru_bprop_steps(self, W_recur: Any, S: dict, activation: Any,
+                                 gate_activation: Any, h0_err: Any) -> None:
+        """Every step as one kernel (gru_kernels.gru_bprop_cols), where fprop's would run and
+        h0_err and S["wrc"] are C-ordered float32 (n, batch) arrays; else the generic ops."""
+        plan = _gru_plan(W_recur, S, ("dh", "gates_d", "gates", "h"), activation,
+                         gate_activation)
+        ends = _plain((h0_err, S["wrc"])) if plan is not None else None
+        if ends is None or any(a.shape != plan[3].shape for a in ends) or \
+                _overlaps(ends, [v[0] for v in plan[2]] + [plan[1], plan[3]]) or \
+                np.may_share_memory(*ends):
+            return super().compound_gru_bprop_steps(W_recur, S, activation, gate_activation,
+                                                    h0_err)
+        k, W, (d, gd, g, h), h0, T, N, tasks = plan
+        h0e, wrc = ends
+        h0e.fill(0.0)
+        k.gru_bprop_cols(W, *d, *gd, *g, h0, *h, wrc, h0e, W.shape[1], N, T, tasks)
 
     # ---------------------------------------------------------------- whole products
     def compound_rnn_input(self, W_input: Any, x: Any, bias: Any, out: Any) -> None:
@@ -367,6 +410,40 @@ def _rnn_plan(W_recur: Any, transposed: bool, prev_s: Sequence, chain: Sequence,
     if _overlaps([roots[0], start], roots + [start, W]):
         return None
     return k, W, views, start, T, N, _tasks(n), code
+
+
+def _gru_plan(W_recur: Any, S: dict, keys: tuple, activation: Any,
+              gate_activation: Any) -> tuple | None:
+    """What the GRU kernels take (gru_kernels), or None where they cannot run: the kernels; W
+    (3n, n) C-ordered float32; (root, r0, c0, column step) of each key's step views (no two
+    roots, W and h0 overlapping); h0, a C-ordered (n, N)
+    float32 array (h_prev must be it, then h's steps); the step count, the batch and the task
+    count. The standard cell only, and the batch split only (each task a vector width of
+    columns or more: _by_columns)."""
+    k = _gru_kernels()
+    T = len(S["h"])
+    W = getattr(W_recur, "_tensor", None)
+    if k is None or T == 0 or not _standard(activation, gate_activation) or \
+            not isinstance(W, np.ndarray) or W.dtype != _F32 or W.ndim != 2 or \
+            not W.flags.c_contiguous or W.shape[0] != 3 * W.shape[1]:
+        return None
+    n, N = W.shape[1], S["h"][0].shape[1]
+    tasks = _tasks(n)
+    h0 = getattr(S["h_prev"][0], "_tensor", None)
+    if not _by_columns(N, tasks) or not isinstance(h0, np.ndarray) or h0.dtype != _F32 or \
+            h0.shape != (n, N) or not h0.flags.c_contiguous or \
+            any(S["h_prev"][t] is not S["h"][t - 1] for t in range(1, T)):
+        return None
+    views = [_step_views(S[key], T, N) for key in keys]
+    if any(v is None for v in views):
+        return None
+    rows = {"gates": 3 * n, "gates_d": 3 * n}
+    if any(s.shape != (rows.get(key, n), N) for key in keys for s in S[key]):
+        return None
+    roots = [v[0] for v in views]
+    if _overlaps(roots, roots + [h0, W]):
+        return None
+    return k, W, views, h0, T, N, tasks
 
 
 def _step_views(steps: Sequence, T: int, N: int) -> tuple | None:
