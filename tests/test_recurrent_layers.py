@@ -666,12 +666,14 @@ def test_float32_recurrent_edge_values_match_the_generic_steps(monkeypatch):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5, err_msg=f"{act} {name}")
 
 
-def test_float32_birnn_runs_its_forward_half_as_one_kernel(monkeypatch):
-    """BiRNN: the forward half's steps take the kernels (the backward half, right to left, the
-    generic ops); values and gradients match the float64 layer (checked against references and
-    central differences above)."""
+@pytest.mark.parametrize("n", [32, 3])
+def test_float32_birnn_runs_its_halves_as_one_kernel_each(monkeypatch, n):
+    """BiRNN: each half's steps take the kernels, the backward half's walking the step views
+    right to left (a batch of 32: the batch split; of 3: the unit split); values and gradients
+    match the float64 layer (checked against references and central differences above)."""
+    from neonlike.backends.cpu import rnn as cpu_rnn
     ran = spy_plain_kernels(monkeypatch)
-    nin, nout, n, steps = 7, 11, 32, 4
+    nin, nout, steps = 7, 11, 4
     rng = np.random.default_rng(5)
     layers = {}
     for dt in (np.float64, np.float32):
@@ -688,11 +690,14 @@ def test_float32_birnn_runs_its_forward_half_as_one_kernel(monkeypatch):
     out32 = l32.fprop(be32.array(x.astype(np.float32))).get()
     dx64 = l64.bprop(be64.array(R)).get()
     dx32 = l32.bprop(be32.array(R.astype(np.float32))).get()
-    assert ran == ["rnn_fprop_cols", "rnn_bprop_cols"] or ran == ["rnn_fprop_tiles",
-                                                                 "rnn_bprop_tiles"]
+    split = "cols" if cpu_rnn._by_columns(n, cpu_rnn._tasks(nout)) else "tiles"
+    assert ran == [f"rnn_fprop_{split}"] * 2 + [f"rnn_bprop_{split}"] * 2
     np.testing.assert_allclose(out32, out64, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(dx32, dx64, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(l32.dW.get(), l64.dW.get(), rtol=1e-4, atol=1e-4)
+    for err in ("final_hidden_error_f", "final_hidden_error_b"):
+        np.testing.assert_allclose(getattr(l32, err).get(), getattr(l64, err).get(),
+                                   rtol=1e-4, atol=1e-5, err_msg=err)
 
 
 @pytest.mark.parametrize("dims", [(20, 37, 40, 5), (6, 16, 32, 1), (8, 21, 3, 4)])

@@ -137,13 +137,16 @@ class CPURNNMixin:
                                   num_used_steps: int | None, activation: Any,
                                   reverse: bool = False) -> None:
         """Every step as one kernel with its recurrent GEMMs as register tiles
-        (plain_rnn_kernels.rnn_fprop_cols / rnn_fprop_tiles), where the steps run forward over
-        all of them, h_prev is h0 then h's steps, h_ff is another buffer, the activation is one
-        the kernels know (_activation_code) and every operand is float32 in step views a root
-        and a column step reach (_rnn_plan); else the generic per-step op."""
-        plan = None if reverse or bias is None or h_ff_s is h_s else \
-            _rnn_plan(W_recur, False, h_prev_s, h_s, (h_s, h_ff_s), num_steps, num_used_steps,
-                      activation)
+        (plain_rnn_kernels.rnn_fprop_cols / rnn_fprop_tiles), where the steps run over all of
+        them in either direction (reverse: the last first, a bidirectional layer's backward
+        half; the kernels then walk the step views right to left), h_prev is h0 then h's steps
+        in that order, h_ff is another buffer, the activation is one the kernels know
+        (_activation_code) and every operand is float32 in step views a root and a column
+        step reach (_rnn_plan); else the generic per-step op."""
+        way = _backwards if reverse else _as_is
+        plan = None if bias is None or h_ff_s is h_s else \
+            _rnn_plan(W_recur, False, way(h_prev_s), way(h_s), (way(h_s), way(h_ff_s)),
+                      num_steps, num_used_steps, activation)
         b = _plain((bias,)) if plan is not None else None
         if b is None or b[0].shape != (plan[1].shape[0], 1) or _overlaps([plan[2][0][0]], b):
             return super().compound_rnn_unroll_fprop(W_recur, h_prev_s, h_ff_s, h_s, bias, nout,
@@ -158,11 +161,13 @@ class CPURNNMixin:
                                   num_used_steps: int | None, activation: Any,
                                   reverse: bool = True) -> None:
         """Every step as one kernel (plain_rnn_kernels.rnn_bprop_cols / rnn_bprop_tiles), the
-        starting state's error (delta_prev's first step) included, where fprop's would run:
-        the steps last first, delta_prev the starting state's error then delta's steps; W_recur
-        is the transposed recurrent matrix (W_recur.T of the layer's)."""
-        plan = _rnn_plan(W_recur, True, delta_prev_s, delta_s, (delta_s, h_s), num_steps,
-                         num_used_steps, activation) if reverse else None
+        starting state's error included, where fprop's would run: the steps last first
+        (reverse=False: first first, a bidirectional layer's backward half), delta_prev the
+        starting state's error then delta's steps in that order; W_recur is the transposed
+        recurrent matrix (W_recur.T of the layer's)."""
+        way = _as_is if reverse else _backwards
+        plan = _rnn_plan(W_recur, True, way(delta_prev_s), way(delta_s), (way(delta_s),
+                         way(h_s)), num_steps, num_used_steps, activation)
         if plan is None:
             return super().compound_rnn_unroll_bprop(W_recur, delta_prev_s, delta_s, h_s, nout,
                                                      num_steps, num_used_steps, activation,
@@ -375,6 +380,14 @@ def _max_rows(macs: int, N: int, K: int) -> int:
     return macs // (N * K) if macs else 0
 
 
+def _as_is(steps: Sequence) -> Sequence:
+    return steps
+
+
+def _backwards(steps: Sequence) -> list:
+    return list(steps)[::-1]
+
+
 def _rnn_plan(W_recur: Any, transposed: bool, prev_s: Sequence, chain: Sequence, lists: tuple,
               num_steps: int, num_used_steps: int | None, activation: Any) -> tuple | None:
     """What the plain recurrent kernels take (plain_rnn_kernels), or None where they cannot
@@ -448,7 +461,7 @@ def _gru_plan(W_recur: Any, S: dict, keys: tuple, activation: Any,
 
 def _step_views(steps: Sequence, T: int, N: int) -> tuple | None:
     """(root, r0, c0, column step) of T step views of N columns each lying in one root, step t
-    at column c0 + t * step; None where they do not."""
+    at column c0 + t * step (step < 0: views right to left); None where they do not."""
     found = _roots(tuple(steps))
     if found is None or any(s.shape[1] != N for s in steps):
         return None
