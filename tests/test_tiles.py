@@ -177,21 +177,28 @@ for M, N, K in ((13, 37, 600), (8, 16, 9)):
     np.testing.assert_allclose(C, A.astype(np.float64) @ X.T, rtol=1e-4, atol=1e-3)
 from neonlike.backends import gen_backend
 from neonlike.initializers import Gaussian
-from neonlike.layers import LSTM
+from neonlike.backends.cpu import rnn as cpu_rnn
+from neonlike.layers import GRU, LSTM, BiRNN
 from neonlike.transforms import Logistic, Tanh
+assert cpu_rnn._plain_kernels() is not None and cpu_rnn._gru_kernels() is not None
 x = rng.standard_normal((11, 4 * 21))
-R = rng.standard_normal((19, 4 * 21))
-got = {}
-for dt in (np.float64, np.float32):
-    be = gen_backend("cpu", datatype=dt, batch_size=21, rng_seed=0)
-    layer = LSTM(19, Gaussian(scale=0.4), activation=Tanh(), gate_activation=Logistic())
-    layer.configure((11, 4)); layer.prev_layer = True; layer.allocate(); layer.set_deltas()
-    layer.W.set(np.random.default_rng(1).normal(scale=0.4, size=layer.W.shape))
-    out = layer.fprop(be.array(x)).get()
-    dx = layer.bprop(be.array(R)).get()
-    got[dt] = (out, dx, layer.dW.get())
-for a, b in zip(got[np.float32], got[np.float64]):
-    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+for make in (lambda: LSTM(19, Gaussian(scale=0.4), activation=Tanh(),
+                          gate_activation=Logistic()),
+             lambda: BiRNN(19, Gaussian(scale=0.4), activation=Tanh()),
+             lambda: GRU(19, Gaussian(scale=0.4), activation=Tanh(),
+                         gate_activation=Logistic())):
+    got = {}
+    for dt in (np.float64, np.float32):
+        be = gen_backend("cpu", datatype=dt, batch_size=21, rng_seed=0)
+        layer = make()
+        layer.configure((11, 4)); layer.prev_layer = True; layer.allocate(); layer.set_deltas()
+        layer.W.set(np.random.default_rng(1).normal(scale=0.4, size=layer.W.shape))
+        out = layer.fprop(be.array(x)).get()
+        R = np.random.default_rng(2).standard_normal(out.shape)
+        dx = layer.bprop(be.array(R)).get()
+        got[dt] = (out, dx, layer.dW.get())
+    for a, b in zip(got[np.float32], got[np.float64]):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
 print("AVX2 TILE OK")
 '''
 
@@ -200,8 +207,9 @@ def test_the_avx2_tile_shape_computes_right(tmp_path):
     """The AVX2 + FMA shape (6 x 2 x 8), which no machine here has: a child process that hides
     the host's AVX-512 from llvmlite (so numba compiles for AVX2 and tiles.TILE is the AVX2
     shape), with its own numba cache, checks panel_gemm, tall_gemm and the whole products
-    (8 x 8 register transposes) against float64, and an LSTM layer's float32 pass (its cells as
-    8-column vectors) against its float64 one."""
+    (8 x 8 register transposes) against float64, and the float32 passes of an LSTM layer (its
+    cells as 8-column vectors), a BiRNN and a GRU (plain_rnn_kernels, gru_kernels) against
+    their float64 ones."""
     import os
     import subprocess
     import sys
