@@ -137,7 +137,7 @@ class CPURNNMixin:
                                   num_used_steps: int | None, activation: Any,
                                   reverse: bool = False) -> None:
         """Every step as one kernel with its recurrent GEMMs as register tiles
-        (plain_rnn_kernels.rnn_fprop_cols / rnn_fprop_tiles), where the steps run over all of
+        (plain_rnn_kernels.rnn_fprop_cols), where the steps run over all of
         them in either direction (reverse: the last first, a bidirectional layer's backward
         half; the kernels then walk the step views right to left), h_prev is h0 then h's steps
         in that order, h_ff is another buffer, the activation is one the kernels know
@@ -153,15 +153,14 @@ class CPURNNMixin:
                                                      num_steps, num_used_steps, activation,
                                                      reverse)
         k, W, (h, ff), h0, T, N, tasks, (code, slope) = plan
-        run = k.rnn_fprop_cols if _by_columns(N, tasks) else k.rnn_fprop_tiles
-        run(W, h0, *h, *ff, _flat(b[0]), code, slope, W.shape[0], N, T, tasks)
+        k.rnn_fprop_cols(W, h0, *h, *ff, _flat(b[0]), code, slope, W.shape[0], N, T, tasks)
 
     def compound_rnn_unroll_bprop(self, W_recur: Any, delta_prev_s: Sequence, delta_s: Sequence,
                                   h_s: Sequence, nout: int, num_steps: int,
                                   num_used_steps: int | None, activation: Any,
                                   reverse: bool = True) -> None:
-        """Every step as one kernel (plain_rnn_kernels.rnn_bprop_cols / rnn_bprop_tiles), the
-        starting state's error included, where fprop's would run: the steps last first
+        """Every step as one kernel (plain_rnn_kernels.rnn_bprop_cols), the starting state's
+        error included, where fprop's would run: the steps last first
         (reverse=False: first first, a bidirectional layer's backward half), delta_prev the
         starting state's error then delta's steps in that order; W_recur is the transposed
         recurrent matrix (W_recur.T of the layer's)."""
@@ -173,16 +172,15 @@ class CPURNNMixin:
                                                      num_steps, num_used_steps, activation,
                                                      reverse)
         k, W, (d, h), h0e, T, N, tasks, (code, slope) = plan
-        run = k.rnn_bprop_cols if _by_columns(N, tasks) else k.rnn_bprop_tiles
-        run(W, *d, *h, code, slope, W.shape[0], N, T, tasks, h0e)
+        k.rnn_bprop_cols(W, *d, *h, code, slope, W.shape[0], N, T, tasks, h0e)
 
     # ---------------------------------------------------------------- GRU
     def compound_gru_fprop_steps(self, W_recur: Any, S: dict, activation: Any,
                                  gate_activation: Any) -> None:
         """Every step as one kernel with its recurrent GEMMs as register tiles
-        (gru_kernels.gru_fprop_cols), the tasks sharing the batch, for the standard cell over
-        float32 step views a root and a column step reach (_gru_plan); else the generic
-        per-step ops."""
+        (gru_kernels.gru_fprop_cols), the tasks sharing the batch (one task for a batch under
+        two vector widths), for the standard cell over float32 step views a root and a column
+        step reach (_gru_plan); else the generic per-step ops."""
         plan = _gru_plan(W_recur, S, ("gates", "h", "rh_prev"), activation, gate_activation)
         if plan is None:
             return super().compound_gru_fprop_steps(W_recur, S, activation, gate_activation)
@@ -395,13 +393,17 @@ def _rnn_plan(W_recur: Any, transposed: bool, prev_s: Sequence, chain: Sequence,
     `transposed`); (root, r0, c0, column step) of each list's step views (each (n, N));
     prev_s's first step, a C-ordered (n, N) float32 array (its later steps must be chain's
     steps before them); the step count, the batch, the task count and (code, slope) of the
-    activation. The outputs' memory (the first list's, and the start's) must not overlap the
-    others'."""
+    activation. The tasks share the batch (plain_rnn_kernels), as many as it holds vector
+    widths (one under two); a batch under a quarter vector takes the generic steps. The outputs'
+    memory (the first list's, and the start's) must not overlap the others'."""
     k = _plain_kernels()
     T = len(chain)
     if k is None or T == 0 or num_steps != T or num_used_steps not in (None, T) or \
             len(prev_s) != T or any(len(steps) != T for steps in lists):
         return None
+    from . import tiles
+    if chain[0].shape[1] < tiles.WIDTH // 4:     # (the per-step GEMM calls ran a batch of 3
+        return None                              # at 256 units 3.3 against the kernels' 4.3 ms)
     code = _activation_code(activation)
     W = getattr(W_recur, "_tensor", None)
     if code is None or not isinstance(W, np.ndarray):
@@ -422,7 +424,7 @@ def _rnn_plan(W_recur: Any, transposed: bool, prev_s: Sequence, chain: Sequence,
     roots = [v[0] for v in views]
     if _overlaps([roots[0], start], roots + [start, W]):
         return None
-    return k, W, views, start, T, N, _tasks(n), code
+    return k, W, views, start, T, N, max(1, min(_tasks(n), N // tiles.WIDTH)), code
 
 
 def _gru_plan(W_recur: Any, S: dict, keys: tuple, activation: Any,
@@ -431,8 +433,8 @@ def _gru_plan(W_recur: Any, S: dict, keys: tuple, activation: Any,
     (3n, n) C-ordered float32; (root, r0, c0, column step) of each key's step views (no two
     roots, W and h0 overlapping); h0, a C-ordered (n, N)
     float32 array (h_prev must be it, then h's steps); the step count, the batch and the task
-    count. The standard cell only, and the batch split only (each task a vector width of
-    columns or more: _by_columns)."""
+    count: as many tasks as the batch holds vector widths of columns (one for a batch under a
+    vector), the GRU kernels sharing only the batch. The standard cell only."""
     k = _gru_kernels()
     T = len(S["h"])
     W = getattr(W_recur, "_tensor", None)
@@ -440,10 +442,11 @@ def _gru_plan(W_recur: Any, S: dict, keys: tuple, activation: Any,
             not isinstance(W, np.ndarray) or W.dtype != _F32 or W.ndim != 2 or \
             not W.flags.c_contiguous or W.shape[0] != 3 * W.shape[1]:
         return None
+    from . import tiles
     n, N = W.shape[1], S["h"][0].shape[1]
-    tasks = _tasks(n)
+    tasks = max(1, min(_tasks(n), N // tiles.WIDTH))
     h0 = getattr(S["h_prev"][0], "_tensor", None)
-    if not _by_columns(N, tasks) or not isinstance(h0, np.ndarray) or h0.dtype != _F32 or \
+    if not isinstance(h0, np.ndarray) or h0.dtype != _F32 or \
             h0.shape != (n, N) or not h0.flags.c_contiguous or \
             any(S["h_prev"][t] is not S["h"][t - 1] for t in range(1, T)):
         return None
