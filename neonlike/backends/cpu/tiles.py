@@ -205,6 +205,7 @@ _TALL = _tile(TALL, 1, WIDTH)           # TALL x WIDTH: as many accumulators, on
 
 
 _LEFT = _tile(TALL, 1, WIDTH, masked=True)     # TALL rows of a vector's first columns
+_LEFT_ROWS = _tile(ROWS, 1, WIDTH, masked=True)
 _LEFT1 = _tile(1, 1, WIDTH, masked=True)
 
 
@@ -214,11 +215,15 @@ def _columns_left(K, A, aoff, ak, ar, mr, B, boff, ldb, C, coff, ldc, j0, N, bet
     here ran ~4x the time of a whole vector's tile: an LSTM, plain or GRU layer over a batch of
     8 or 24 ran several times the per-step GEMM calls' time)."""
     lanes = N - j0
-    whole = mr - mr % TALL
-    for r in range(0, whole, TALL):
+    tall = mr - mr % TALL
+    rows = tall + (mr - tall) // ROWS * ROWS
+    for r in range(0, tall, TALL):
         _LEFT(K, A, aoff + r * ar, ak, ar, B, boff + j0, ldb, C, coff + r * ldc + j0, ldc,
               beta, lanes)
-    for r in range(whole, mr):
+    for r in range(tall, rows, ROWS):
+        _LEFT_ROWS(K, A, aoff + r * ar, ak, ar, B, boff + j0, ldb, C, coff + r * ldc + j0, ldc,
+                   beta, lanes)
+    for r in range(rows, mr):          # (one accumulator: 4x the time a multiply-add)
         _LEFT1(K, A, aoff + r * ar, ak, ar, B, boff + j0, ldb, C, coff + r * ldc + j0, ldc,
                beta, lanes)
 
