@@ -582,7 +582,7 @@ def spy_plain_kernels(monkeypatch):
     if k is None:
         pytest.skip("the plain recurrent kernels need numba and a register tile")
     ran = []
-    for name in ("rnn_fprop_cols", "rnn_bprop_cols"):
+    for name in ("rnn_fprop_cols", "rnn_fprop_tiles", "rnn_bprop_cols", "rnn_bprop_tiles"):
         def record(*args, _name=name, _run=getattr(k, name)):
             ran.append(_name)
             return _run(*args)
@@ -591,20 +591,24 @@ def spy_plain_kernels(monkeypatch):
 
 
 @pytest.mark.parametrize("act", list(PLAIN_ACTS))
-@pytest.mark.parametrize("dims", [(20, 37, 40, 5), (6, 19, 8, 3), (5, 17, 16, 1),
-                                  (8, 21, 3, 4)])
+@pytest.mark.parametrize("dims", [(20, 37, 40, 5), (6, 19, 8, 3), (6, 19, 40, 3, "units"),
+                                  (5, 17, 16, 1), (8, 21, 3, 4)])
 def test_float32_recurrent_runs_its_steps_as_one_kernel(monkeypatch, act, dims):
-    """A float32 Recurrent layer runs its steps as one kernel each way (plain_rnn_kernels, the
-    tasks sharing the batch, as many as it holds vector widths), for each activation the
-    kernels know; outputs, input errors, weight gradients and the starting state's error
-    against float64 numpy, over two passes (the second from the carried state). dims (inputs,
-    units, batch, steps): shares of 16 and 24 columns (a tall tile, then 8 columns as masked
-    tiles) and 37 units (two 16-row tiles and 5 rows); one task of 8 columns (masked) and 19
-    units; one step; a batch of 3, under a quarter vector on AVX-512: the generic steps."""
+    """A float32 Recurrent layer runs its steps as one kernel each way (plain_rnn_kernels: the
+    batch split where each task gets a vector width of columns, else, or forced, the unit
+    split), for each activation the kernels know; outputs, input errors, weight gradients and
+    the starting state's error against float64 numpy, over two passes (the second from the
+    carried state). dims (inputs, units, batch, steps): shares of 16 and 24 columns (a tall
+    tile, then 8 columns as masked tiles) and 37 units (two 16-row tiles and 5 rows); a batch
+    of 8 (with 2 threads the unit split: 10 and 9 units a task, an 8-row panel and single rows,
+    masked); the unit split forced at 40 columns (a 32-column tile and 8 masked); one step; a
+    batch of 3, under a quarter vector on AVX-512: the generic steps."""
     from neonlike.backends.cpu import rnn as cpu_rnn
     from neonlike.backends.cpu import tiles
     ran = spy_plain_kernels(monkeypatch)
-    nin, nout, n, steps = dims
+    if len(dims) > 4:
+        monkeypatch.setattr(cpu_rnn, "_by_columns", lambda N, tasks: False)
+    nin, nout, n, steps = dims[:4]
     make, f, df = PLAIN_ACTS[act]
     be = gen_backend("cpu", datatype=np.float32, batch_size=n, rng_seed=0)
     layer = build(Recurrent(nout, Gaussian(scale=0.3), activation=make()), nin=nin, steps=steps)
@@ -617,13 +621,14 @@ def test_float32_recurrent_runs_its_steps_as_one_kernel(monkeypatch, act, dims):
     xt = be.array(x.astype(np.float32))
     h0 = np.zeros((nout, n))
     kernels = n >= tiles.WIDTH // 4
+    split = "cols" if cpu_rnn._by_columns(n, cpu_rnn._tasks(nout)) else "tiles"
     for _ in range(2):      # the same input tensor: the second pass starts from the last state
         R = rng.normal(size=(nout, steps * n))
         want = ref_plain(x, R, Wi, Wr, b, h0, n, f, df)
         ran.clear()
         out = layer.fprop(xt).get()
         dx = layer.bprop(be.array(R.astype(np.float32))).get()
-        assert ran == (["rnn_fprop_cols", "rnn_bprop_cols"] if kernels else [])
+        assert ran == ([f"rnn_fprop_{split}", f"rnn_bprop_{split}"] if kernels else [])
         got = (out, dx, layer.dW_input.get(), layer.dW_recur.get(), layer.db.get(),
                layer.final_hidden_error.get())
         for name, g, w in zip(("h", "dx", "dW_input", "dW_recur", "db", "h0 error"), got, want):
@@ -649,7 +654,8 @@ def test_float32_recurrent_edge_values_match_the_generic_steps(monkeypatch):
         ran = spy_plain_kernels(monkeypatch)
         for kernels in (True, False):
             if not kernels:
-                assert ran == ["rnn_fprop_cols", "rnn_bprop_cols"], act
+                split = "cols" if cpu_rnn._by_columns(n, cpu_rnn._tasks(nout)) else "tiles"
+                assert ran == [f"rnn_fprop_{split}", f"rnn_bprop_{split}"], act
                 monkeypatch.setattr(cpu_rnn, "_plain_kernels", lambda: None)
             be = gen_backend("cpu", datatype=np.float32, batch_size=n, rng_seed=0)
             layer = build(Recurrent(nout, Gaussian(), activation=make()), nin=nin, steps=steps)
@@ -668,9 +674,10 @@ def test_float32_recurrent_edge_values_match_the_generic_steps(monkeypatch):
 @pytest.mark.parametrize("n", [32, 8])
 def test_float32_birnn_runs_its_halves_as_one_kernel_each(monkeypatch, n):
     """BiRNN: each half's steps take the kernels, the backward half's walking the step views
-    right to left (a batch of 32: two tasks on AVX-512 and 2 threads; of 8: one, masked);
-    values and gradients match the float64 layer (checked against references and central
-    differences above)."""
+    right to left (a batch of 32: the batch split on AVX-512 and 2 threads; of 8: the unit
+    split, masked); values and gradients match the float64 layer (checked against references
+    and central differences above)."""
+    from neonlike.backends.cpu import rnn as cpu_rnn
     ran = spy_plain_kernels(monkeypatch)
     nin, nout, steps = 7, 11, 4
     rng = np.random.default_rng(5)
@@ -689,7 +696,8 @@ def test_float32_birnn_runs_its_halves_as_one_kernel_each(monkeypatch, n):
     out32 = l32.fprop(be32.array(x.astype(np.float32))).get()
     dx64 = l64.bprop(be64.array(R)).get()
     dx32 = l32.bprop(be32.array(R.astype(np.float32))).get()
-    assert ran == ["rnn_fprop_cols"] * 2 + ["rnn_bprop_cols"] * 2
+    split = "cols" if cpu_rnn._by_columns(n, cpu_rnn._tasks(nout)) else "tiles"
+    assert ran == [f"rnn_fprop_{split}"] * 2 + [f"rnn_bprop_{split}"] * 2
     np.testing.assert_allclose(out32, out64, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(dx32, dx64, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(l32.dW.get(), l64.dW.get(), rtol=1e-4, atol=1e-4)

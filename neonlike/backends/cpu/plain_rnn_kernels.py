@@ -14,11 +14,12 @@ step around it). act' is neon's bprop of the activation as a function of its out
 Each operand is a step view given as (root, r0, c0, cs): the C-ordered float32 2-D array it lies
 in, its first row and column there and the column step from one step to the next (as in
 rnn_kernels). The activation comes as a code (rnn.py's _activation_code): 0 identity, 1 tanh,
-2 logistic, 3 rectifier max(x, 0) + slope * min(x, 0). The tasks share the batch (rnn_*_cols:
-a task runs every step for its own columns, one parallel region, no task waiting for
-another), as many as the batch holds vector widths (rnn.py's _rnn_plan; one under two): at
-256 units, 50 steps, 2 threads, the units shared instead (a parallel region a step, as the
-LSTM's lstm_*_tiles) ran 8.4 against 5.5 ms at a batch of 8, 17.5 against 9.8 at 24.
+2 logistic, 3 rectifier max(x, 0) + slope * min(x, 0). Two ways to share the work, as the
+LSTM's: the batch (rnn_*_cols: a task runs every step for its own columns, one parallel
+region) where each task gets a vector width of columns, else the units (rnn_*_tiles: one
+parallel region a step). 256 units, 50 steps, 2 threads, the unit split against the batch
+split with fewer tasks (one): 4.42 against 5.19 ms at a batch of 8, 8.70 against 10.17 at 24;
+at 128 units, batch 16, 1.48 against 1.37.
 """
 from __future__ import annotations
 
@@ -74,9 +75,10 @@ def _bprop_rows(d, dr, dc, h, hr, hc, kind, slope, N, r0, r1):
 
 
 @njit(cache=True, fastmath=_FMA)
-def _fprop_step(t, j0, w, W, h0, h, hr, hc, hcs, ff, fr, fc, fcs, b, kind, slope, n, N):
-    """Step t of the forward sequence for the batch's columns j0 .. j0 + w."""
-    MR = tiles.TALL
+def _fprop_step(t, u0, u1, j0, w, tall, W, h0, h, hr, hc, hcs, ff, fr, fc, fcs, b, kind, slope,
+                n, N):
+    """Step t of the forward sequence for units u0 .. u1 and the batch's columns j0 .. j0 + w."""
+    MR = tiles.TALL if tall else tiles.ROWS
     flat_W, flat_h = W.reshape(W.size), h.reshape(h.size)
     lh = h.shape[1]
     hi, fi = hc + t * hcs + j0, fc + t * fcs + j0
@@ -84,37 +86,37 @@ def _fprop_step(t, j0, w, W, h0, h, hr, hc, hcs, ff, fr, fc, fcs, b, kind, slope
         hp, hoff, ldh = h0.reshape(h0.size), j0, N
     else:
         hp, hoff, ldh = flat_h, hr * lh + hi - hcs, lh
-    for u in range(0, n, MR):
-        mr = min(MR, n - u)
-        _tile_rows(True, n, flat_W, u * n, 1, n, mr, hp, hoff, ldh, flat_h, (hr + u) * lh + hi,
+    for u in range(u0, u1, MR):
+        mr = min(MR, u1 - u)
+        _tile_rows(tall, n, flat_W, u * n, 1, n, mr, hp, hoff, ldh, flat_h, (hr + u) * lh + hi,
                    lh, w, 0.0)
         _fprop_rows(h, hr, hi, ff, fr, fi, b, kind, slope, w, u, u + mr)
 
 
 @njit(cache=True, fastmath=_FMA)
-def _bprop_step(t, T, j0, w, W, d, dr, dc, dcs, h, hr, hc, hcs, kind, slope, n):
-    """Step t of the backward sequence for the batch's columns j0 .. j0 + w: d[t] += W.T @
-    d[t + 1] (W.T's rows read as W's columns), then d[t] *= act'(h[t])."""
-    MR = tiles.TALL
+def _bprop_step(t, T, u0, u1, j0, w, tall, W, d, dr, dc, dcs, h, hr, hc, hcs, kind, slope, n):
+    """Step t of the backward sequence for units u0 .. u1 and the batch's columns j0 .. j0 + w:
+    d[t] += W.T @ d[t + 1] (W.T's rows read as W's columns), then d[t] *= act'(h[t])."""
+    MR = tiles.TALL if tall else tiles.ROWS
     flat_W, flat_d = W.reshape(W.size), d.reshape(d.size)
     ld = d.shape[1]
     di, hi = dc + t * dcs + j0, hc + t * hcs + j0
-    for u in range(0, n, MR):
-        mr = min(MR, n - u)
+    for u in range(u0, u1, MR):
+        mr = min(MR, u1 - u)
         if t < T - 1:
-            _tile_rows(True, n, flat_W, u, n, 1, mr, flat_d, dr * ld + di + dcs, ld, flat_d,
+            _tile_rows(tall, n, flat_W, u, n, 1, mr, flat_d, dr * ld + di + dcs, ld, flat_d,
                        (dr + u) * ld + di, ld, w, 1.0)
         _bprop_rows(d, dr, di, h, hr, hi, kind, slope, w, u, u + mr)
 
 
 @njit(cache=True, fastmath=_FMA)
-def _start_errors(j0, w, W, d, dr, dc, n, N, h0e):
-    """h0e ((n, N), C-ordered) += W.T @ d's step 0, columns j0 .. j0 + w."""
-    MR = tiles.TALL
+def _start_errors(u0, u1, j0, w, tall, W, d, dr, dc, n, N, h0e):
+    """h0e ((n, N), C-ordered) += W.T @ d's step 0, units u0 .. u1, columns j0 .. j0 + w."""
+    MR = tiles.TALL if tall else tiles.ROWS
     flat_W, flat_d, flat_e = W.reshape(W.size), d.reshape(d.size), h0e.reshape(h0e.size)
     ld = d.shape[1]
-    for u in range(0, n, MR):
-        _tile_rows(True, n, flat_W, u, n, 1, min(MR, n - u), flat_d, dr * ld + dc + j0, ld,
+    for u in range(u0, u1, MR):
+        _tile_rows(tall, n, flat_W, u, n, 1, min(MR, u1 - u), flat_d, dr * ld + dc + j0, ld,
                    flat_e, u * N + j0, N, w, 1.0)
 
 
@@ -125,8 +127,17 @@ def rnn_fprop_cols(W, h0, h, hr, hc, hcs, ff, fr, fc, fcs, b, kind, slope, n, N,
     for task in prange(tasks):
         j0, j1 = _share(task, tasks, N)
         for t in range(T):
-            _fprop_step(t, j0, j1 - j0, W, h0, h, hr, hc, hcs, ff, fr, fc, fcs, b, kind, slope,
-                        n, N)
+            _fprop_step(t, 0, n, j0, j1 - j0, True, W, h0, h, hr, hc, hcs, ff, fr, fc, fcs, b,
+                        kind, slope, n, N)
+
+
+@njit(parallel=True, cache=True, fastmath=_FMA)
+def rnn_fprop_tiles(W, h0, h, hr, hc, hcs, ff, fr, fc, fcs, b, kind, slope, n, N, T, tasks):
+    """rnn_fprop_cols with `tasks` tasks a step, each a share of the units."""
+    for t in range(T):
+        for task in prange(tasks):
+            _fprop_step(t, task * n // tasks, (task + 1) * n // tasks, 0, N, False, W, h0, h,
+                        hr, hc, hcs, ff, fr, fc, fcs, b, kind, slope, n, N)
 
 
 @njit(parallel=True, cache=True, fastmath=_FMA)
@@ -137,5 +148,18 @@ def rnn_bprop_cols(W, d, dr, dc, dcs, h, hr, hc, hcs, kind, slope, n, N, T, task
     for task in prange(tasks):
         j0, j1 = _share(task, tasks, N)
         for t in range(T - 1, -1, -1):
-            _bprop_step(t, T, j0, j1 - j0, W, d, dr, dc, dcs, h, hr, hc, hcs, kind, slope, n)
-        _start_errors(j0, j1 - j0, W, d, dr, dc, n, N, h0e)
+            _bprop_step(t, T, 0, n, j0, j1 - j0, True, W, d, dr, dc, dcs, h, hr, hc, hcs, kind,
+                        slope, n)
+        _start_errors(0, n, j0, j1 - j0, True, W, d, dr, dc, n, N, h0e)
+
+
+@njit(parallel=True, cache=True, fastmath=_FMA)
+def rnn_bprop_tiles(W, d, dr, dc, dcs, h, hr, hc, hcs, kind, slope, n, N, T, tasks, h0e):
+    """rnn_bprop_cols with `tasks` tasks a step, each a share of the units."""
+    for t in range(T - 1, -1, -1):
+        for task in prange(tasks):
+            _bprop_step(t, T, task * n // tasks, (task + 1) * n // tasks, 0, N, False, W, d, dr,
+                        dc, dcs, h, hr, hc, hcs, kind, slope, n)
+    for task in prange(tasks):
+        _start_errors(task * n // tasks, (task + 1) * n // tasks, 0, N, False, W, d, dr, dc, n,
+                      N, h0e)

@@ -137,7 +137,8 @@ class CPURNNMixin:
                                   num_used_steps: int | None, activation: Any,
                                   reverse: bool = False) -> None:
         """Every step as one kernel with its recurrent GEMMs as register tiles
-        (plain_rnn_kernels.rnn_fprop_cols), where the steps run over all of
+        (plain_rnn_kernels.rnn_fprop_cols, or rnn_fprop_tiles where the batch holds fewer
+        vectors than there are tasks: _by_columns), where the steps run over all of
         them in either direction (reverse: the last first, a bidirectional layer's backward
         half; the kernels then walk the step views right to left), h_prev is h0 then h's steps
         in that order, h_ff is another buffer, the activation is one the kernels know
@@ -153,14 +154,15 @@ class CPURNNMixin:
                                                      num_steps, num_used_steps, activation,
                                                      reverse)
         k, W, (h, ff), h0, T, N, tasks, (code, slope) = plan
-        k.rnn_fprop_cols(W, h0, *h, *ff, _flat(b[0]), code, slope, W.shape[0], N, T, tasks)
+        run = k.rnn_fprop_cols if _by_columns(N, tasks) else k.rnn_fprop_tiles
+        run(W, h0, *h, *ff, _flat(b[0]), code, slope, W.shape[0], N, T, tasks)
 
     def compound_rnn_unroll_bprop(self, W_recur: Any, delta_prev_s: Sequence, delta_s: Sequence,
                                   h_s: Sequence, nout: int, num_steps: int,
                                   num_used_steps: int | None, activation: Any,
                                   reverse: bool = True) -> None:
-        """Every step as one kernel (plain_rnn_kernels.rnn_bprop_cols), the starting state's
-        error included, where fprop's would run: the steps last first
+        """Every step as one kernel (plain_rnn_kernels.rnn_bprop_cols / rnn_bprop_tiles), the
+        starting state's error included, where fprop's would run: the steps last first
         (reverse=False: first first, a bidirectional layer's backward half), delta_prev the
         starting state's error then delta's steps in that order; W_recur is the transposed
         recurrent matrix (W_recur.T of the layer's)."""
@@ -172,7 +174,8 @@ class CPURNNMixin:
                                                      num_steps, num_used_steps, activation,
                                                      reverse)
         k, W, (d, h), h0e, T, N, tasks, (code, slope) = plan
-        k.rnn_bprop_cols(W, *d, *h, code, slope, W.shape[0], N, T, tasks, h0e)
+        run = k.rnn_bprop_cols if _by_columns(N, tasks) else k.rnn_bprop_tiles
+        run(W, *d, *h, code, slope, W.shape[0], N, T, tasks, h0e)
 
     # ---------------------------------------------------------------- GRU
     def compound_gru_fprop_steps(self, W_recur: Any, S: dict, activation: Any,
@@ -393,9 +396,8 @@ def _rnn_plan(W_recur: Any, transposed: bool, prev_s: Sequence, chain: Sequence,
     `transposed`); (root, r0, c0, column step) of each list's step views (each (n, N));
     prev_s's first step, a C-ordered (n, N) float32 array (its later steps must be chain's
     steps before them); the step count, the batch, the task count and (code, slope) of the
-    activation. The tasks share the batch (plain_rnn_kernels), as many as it holds vector
-    widths (one under two); a batch under a quarter vector takes the generic steps. The outputs'
-    memory (the first list's, and the start's) must not overlap the others'."""
+    activation. A batch under a quarter vector takes the generic steps. The outputs' memory
+    (the first list's, and the start's) must not overlap the others'."""
     k = _plain_kernels()
     T = len(chain)
     if k is None or T == 0 or num_steps != T or num_used_steps not in (None, T) or \
@@ -424,7 +426,7 @@ def _rnn_plan(W_recur: Any, transposed: bool, prev_s: Sequence, chain: Sequence,
     roots = [v[0] for v in views]
     if _overlaps([roots[0], start], roots + [start, W]):
         return None
-    return k, W, views, start, T, N, max(1, min(_tasks(n), N // tiles.WIDTH)), code
+    return k, W, views, start, T, N, _tasks(n), code
 
 
 def _gru_plan(W_recur: Any, S: dict, keys: tuple, activation: Any,
