@@ -312,7 +312,7 @@ def test_trains_in_a_model(make, head):
     from neonlike.layers import Affine, GeneralizedCost
     from neonlike.models import Model
     from neonlike.optimizers import RMSProp
-    from neonlike.transforms import Identity, MeanSquared
+    from neonlike.transforms import MeanSquared
     gen_backend("cpu", batch_size=32, rng_seed=0)
     steps, t = 10, np.arange(1200) * 0.1
     series = np.stack([np.sin(t), np.cos(1.3 * t)], 1).astype(np.float32)
@@ -535,7 +535,7 @@ def test_rnn_recur_grad_matches_float64(dt, reverse, rows, nout, n, steps):
     np.testing.assert_allclose(dW.get(), want, **tol)
 
 
-# ---------------------------------------------------------------- the plain layer's sequence kernels
+# ---------------------------------------------------------------- the plain layer's kernels
 def _relu(slope):
     return (lambda z: np.maximum(z, 0) + slope * np.minimum(z, 0),
             lambda y: (y > 0) + slope * (y < 0))
