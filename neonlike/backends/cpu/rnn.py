@@ -11,6 +11,7 @@ lstm_fprop_seq / lstm_bprop_seq). Other cells and dtypes, and machines without n
 generic version."""
 from __future__ import annotations
 
+import importlib
 from typing import Any, Sequence
 
 import numpy as np
@@ -29,30 +30,24 @@ def _kernels() -> Any:
     return _KERNELS[0]
 
 
-_PLAIN: list = []
+_TILE_KERNELS: dict = {}
+
+
+def _tile_kernels(name: str) -> Any:
+    """The tile-only kernel module `name` of this package (imported once), or None without
+    numba (_kernels) or a register tile (_tiles)."""
+    if name not in _TILE_KERNELS:
+        _TILE_KERNELS[name] = None if _kernels() is None else \
+            importlib.import_module(f"{__package__}.{name}")
+    return _TILE_KERNELS[name] if _tiles() else None
 
 
 def _plain_kernels() -> Any:
-    """plain_rnn_kernels, or None without numba or a register tile (_tiles)."""
-    if not _PLAIN:
-        found = None
-        if _kernels() is not None:
-            from . import plain_rnn_kernels as found
-        _PLAIN.append(found)
-    return _PLAIN[0] if _tiles() else None
-
-
-_GRU: list = []
+    return _tile_kernels("plain_rnn_kernels")
 
 
 def _gru_kernels() -> Any:
-    """gru_kernels, or None without numba or a register tile (_tiles)."""
-    if not _GRU:
-        found = None
-        if _kernels() is not None:
-            from . import gru_kernels as found
-        _GRU.append(found)
-    return _GRU[0] if _tiles() else None
+    return _tile_kernels("gru_kernels")
 
 
 def _activation_code(activation: Any) -> tuple | None:
@@ -336,11 +331,8 @@ def _sequence_plan(W_recur: Any, S: dict, keys: tuple, transposed: bool) -> tupl
     from .gemm import kernel_gemm_pointers
     tiled = _tiles()
     ptrs = None if tiled else kernel_gemm_pointers()
-    W = getattr(W_recur, "_tensor", None)
+    W = _recurrent_matrix(W_recur, transposed, 4)
     if (ptrs is None and not tiled) or W is None:
-        return None
-    W = W.T if transposed else W
-    if W.dtype != _F32 or W.ndim != 2 or not W.flags.c_contiguous or W.shape[0] != 4 * W.shape[1]:
         return None
     memo = S.setdefault("_sequence_plans", {})
     found = memo.get(keys)
@@ -407,20 +399,15 @@ def _rnn_plan(W_recur: Any, transposed: bool, prev_s: Sequence, chain: Sequence,
     if chain[0].shape[1] < tiles.WIDTH // 4:     # (the per-step GEMM calls ran a batch of 3
         return None                              # at 256 units 3.3 against the kernels' 4.3 ms)
     code = _activation_code(activation)
-    W = getattr(W_recur, "_tensor", None)
-    if code is None or not isinstance(W, np.ndarray):
-        return None
-    W = W.T if transposed else W
-    start = getattr(prev_s[0], "_tensor", None)
-    if W.dtype != _F32 or W.ndim != 2 or not W.flags.c_contiguous or \
-            W.shape[0] != W.shape[1] or not isinstance(start, np.ndarray):
+    W = _recurrent_matrix(W_recur, transposed, 1)
+    if code is None or W is None:
         return None
     n, N = W.shape[0], chain[0].shape[1]
-    if start.dtype != _F32 or start.shape != (n, N) or not start.flags.c_contiguous or \
-            any(prev_s[t] is not chain[t - 1] for t in range(1, T)):
+    start = _chained_start(prev_s, chain, n, N)
+    if start is None:
         return None
     views = [_step_views(steps, T, N) for steps in lists]
-    if any(v is None or v[0].shape[1] < N for v in views) or \
+    if any(v is None for v in views) or \
             any(s.shape != (n, N) for steps in lists for s in steps):
         return None
     roots = [v[0] for v in views]
@@ -433,24 +420,20 @@ def _gru_plan(W_recur: Any, S: dict, keys: tuple, activation: Any,
               gate_activation: Any) -> tuple | None:
     """What the GRU kernels take (gru_kernels), or None where they cannot run: the kernels; W
     (3n, n) C-ordered float32; (root, r0, c0, column step) of each key's step views (no two
-    roots, W and h0 overlapping); h0, a C-ordered (n, N)
-    float32 array (h_prev must be it, then h's steps); the step count, the batch and the task
-    count: as many tasks as the batch holds vector widths of columns (one for a batch under a
-    vector), the GRU kernels sharing only the batch. The standard cell only."""
+    roots, W and h0 overlapping); h0, a C-ordered (n, N) float32 array (h_prev must be it,
+    then h's steps); the step count, the batch and the task count: as many tasks as the batch
+    holds vector widths of columns (one for a batch under a vector), the GRU kernels sharing
+    only the batch. The standard cell only."""
     k = _gru_kernels()
     T = len(S["h"])
-    W = getattr(W_recur, "_tensor", None)
-    if k is None or T == 0 or not _standard(activation, gate_activation) or \
-            not isinstance(W, np.ndarray) or W.dtype != _F32 or W.ndim != 2 or \
-            not W.flags.c_contiguous or W.shape[0] != 3 * W.shape[1]:
+    W = _recurrent_matrix(W_recur, False, 3)
+    if k is None or T == 0 or not _standard(activation, gate_activation) or W is None:
         return None
     from . import tiles
     n, N = W.shape[1], S["h"][0].shape[1]
     tasks = max(1, min(_tasks(n), N // tiles.WIDTH))
-    h0 = getattr(S["h_prev"][0], "_tensor", None)
-    if not isinstance(h0, np.ndarray) or h0.dtype != _F32 or \
-            h0.shape != (n, N) or not h0.flags.c_contiguous or \
-            any(S["h_prev"][t] is not S["h"][t - 1] for t in range(1, T)):
+    h0 = _chained_start(S["h_prev"], S["h"], n, N)
+    if h0 is None:
         return None
     views = [_step_views(S[key], T, N) for key in keys]
     if any(v is None for v in views):
@@ -462,6 +445,30 @@ def _gru_plan(W_recur: Any, S: dict, keys: tuple, activation: Any,
     if _overlaps(roots, roots + [h0, W]):
         return None
     return k, W, views, h0, T, N, tasks
+
+
+def _recurrent_matrix(W_recur: Any, transposed: bool, gates: int) -> np.ndarray | None:
+    """The array under W_recur (under W_recur.T where `transposed`: the layer's matrix) where it
+    is C-ordered float32 (gates * n, n), else None."""
+    W = getattr(W_recur, "_tensor", None)
+    if not isinstance(W, np.ndarray):
+        return None
+    W = W.T if transposed else W
+    if W.dtype != _F32 or W.ndim != 2 or not W.flags.c_contiguous or \
+            W.shape[0] != gates * W.shape[1]:
+        return None
+    return W
+
+
+def _chained_start(prev_s: Sequence, chain: Sequence, n: int, N: int) -> np.ndarray | None:
+    """The array under prev_s's first step, a sequence's starting state, where it is C-ordered
+    float32 (n, N) and each later step of prev_s is chain's step before it; else None."""
+    a = getattr(prev_s[0], "_tensor", None)
+    if not isinstance(a, np.ndarray) or a.dtype != _F32 or a.shape != (n, N) or \
+            not a.flags.c_contiguous or \
+            any(prev_s[t] is not chain[t - 1] for t in range(1, len(chain))):
+        return None
+    return a
 
 
 def _step_views(steps: Sequence, T: int, N: int) -> tuple | None:
@@ -481,21 +488,12 @@ def _step_views(steps: Sequence, T: int, N: int) -> tuple | None:
 
 
 def _views_plan(S: dict, keys: tuple, n: int) -> tuple | None:
-    h, c = S["h"], S["c"]
-    T, N = len(h), h[0].shape[1]
-    if any(S["h_prev"][t] is not h[t - 1] or S["c_prev"][t] is not c[t - 1]
-           for t in range(1, T)):
-        return None
-    starts = []
-    for t in (S["h_prev"][0], S["c_prev"][0]):
-        a = getattr(t, "_tensor", None)
-        if a is None or a.dtype != _F32 or a.shape != (n, N) or not a.flags.c_contiguous:
-            return None
-        starts.append(a)
+    T, N = len(S["h"]), S["h"][0].shape[1]
+    starts = tuple(_chained_start(S[f"{key}_prev"], S[key], n, N) for key in ("h", "c"))
     views = [_step_views(S[key], T, N) for key in keys]
-    if any(v is None for v in views):
+    if any(a is None for a in starts) or any(v is None for v in views):
         return None
-    return views, tuple(starts), T, N
+    return views, starts, T, N
 
 
 def _plain(tensors: tuple) -> list | None:
