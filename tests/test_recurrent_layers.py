@@ -406,12 +406,9 @@ def test_float32_lstm_runs_its_steps_as_one_kernel(monkeypatch, cls, steps, kern
     monkeypatch.setattr(cpu_rnn, "_sequence_plan", spy)
     kernels = []
     if kernel_blas == "tiles":       # which tile kernels ran: the batch split where it fits
-        for name in ("lstm_fprop_tiles", "lstm_bprop_tiles", "lstm_fprop_cols",
-                     "lstm_bprop_cols"):
-            def record(*args, _name=name, _run=getattr(cpu_rnn._kernels(), name)):
-                kernels.append(_name)
-                return _run(*args)
-            monkeypatch.setattr(cpu_rnn._kernels(), name, record)
+        kernels = spy_kernels(monkeypatch, cpu_rnn._kernels(),
+                              ("lstm_fprop_tiles", "lstm_bprop_tiles", "lstm_fprop_cols",
+                               "lstm_bprop_cols"))
     if len(dims) > 3:
         monkeypatch.setattr(cpu_rnn, "_by_columns", lambda N, tasks: False)
     rng = np.random.default_rng(7)
@@ -575,19 +572,25 @@ def flat_n(steps):
     return np.array(steps).transpose(1, 0, 2).reshape(steps[0].shape[0], -1)
 
 
+def spy_kernels(monkeypatch, module, names):
+    """The names (of `names`) of module's kernels that run, in order (each still runs)."""
+    ran = []
+    for name in names:
+        def record(*args, _name=name, _run=getattr(module, name)):
+            ran.append(_name)
+            return _run(*args)
+        monkeypatch.setattr(module, name, record)
+    return ran
+
+
 def spy_plain_kernels(monkeypatch):
     """The names of the plain recurrent kernels that run, in order."""
     from neonlike.backends.cpu import rnn as cpu_rnn
     k = cpu_rnn._plain_kernels()
     if k is None:
         pytest.skip("the plain recurrent kernels need numba and a register tile")
-    ran = []
-    for name in ("rnn_fprop_cols", "rnn_fprop_tiles", "rnn_bprop_cols", "rnn_bprop_tiles"):
-        def record(*args, _name=name, _run=getattr(k, name)):
-            ran.append(_name)
-            return _run(*args)
-        monkeypatch.setattr(k, name, record)
-    return ran
+    return spy_kernels(monkeypatch, k, ("rnn_fprop_cols", "rnn_fprop_tiles", "rnn_bprop_cols",
+                                        "rnn_bprop_tiles"))
 
 
 @pytest.mark.parametrize("act", list(PLAIN_ACTS))
@@ -640,7 +643,6 @@ def test_float32_recurrent_edge_values_match_the_generic_steps(monkeypatch):
     """Inputs with 0, tiny, huge, inf and nan: the kernels give what the generic per-step ops
     give in float32 (nan where they have nan), for each activation."""
     from neonlike.backends.cpu import rnn as cpu_rnn
-    spy_plain_kernels(monkeypatch)
     nin, nout, n, steps = 6, 9, 32, 3
     rng = np.random.default_rng(3)
     x = rng.normal(size=(nin, steps * n))
@@ -719,12 +721,7 @@ def test_float32_gru_runs_its_steps_as_one_kernel(monkeypatch, dims):
     k = cpu_rnn._gru_kernels()
     if k is None:
         pytest.skip("the GRU kernels need numba and a register tile")
-    ran = []
-    for name in ("gru_fprop_cols", "gru_bprop_cols"):
-        def record(*args, _name=name, _run=getattr(k, name)):
-            ran.append(_name)
-            return _run(*args)
-        monkeypatch.setattr(k, name, record)
+    ran = spy_kernels(monkeypatch, k, ("gru_fprop_cols", "gru_bprop_cols"))
     nin, nout, n, steps = dims
     rng = np.random.default_rng(nin + nout + n)
     layers = {}
