@@ -74,22 +74,26 @@ def _data(context, builder, aryty, value):
     return context.make_array(aryty)(context, builder, value).data
 
 
-def _prefetch_for_write(builder, ptr):
-    """Emit llvm.prefetch of ptr's cache line, for writing, into L1."""
+def _prefetch(builder, ptr, write: bool = True):
+    """Emit llvm.prefetch of ptr's cache line, for writing (else reading), into L1."""
     i32 = ir.IntType(32)
     fn = cgutils.get_or_insert_function(
         builder.module, ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32]),
         "llvm.prefetch.p0")
-    builder.call(fn, [ptr, ir.Constant(i32, 1), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+    builder.call(fn, [ptr, ir.Constant(i32, int(write)), ir.Constant(i32, 3), ir.Constant(i32, 1)])
 
 
-def _tile(R: int, V: int, VW: int, masked: bool = False):
+def _tile(R: int, V: int, VW: int, masked: bool = False, ahead: int = 0):
     """The intrinsic tile(K, A, aoff, astride, arstride, B, boff, ldb, C, coff, ldc, beta): R
     rows by V vectors of VW columns, C[coff + r*ldc + j] = sum_k A[aoff + k*astride +
     r*arstride] * B[boff + k*ldb + j] + beta * C[...] (C is not read where beta == 0). A, B, C:
     float32 arrays, the offsets and strides in elements. `masked` (V = 1): one more argument,
     `lanes` (1 .. VW - 1), and only the first `lanes` columns of B are read and of C read and
-    written (llvm.masked.load / masked.store): a panel's columns past its last whole vector."""
+    written (llvm.masked.load / masked.store): a panel's columns past its last whole vector.
+    `ahead`: step k also asks for A's row k mod R, `ahead` steps of k on (a
+    prefetch, which cannot fault past A's end): for A's rows read along their length (astride
+    1), R lines at once, where the hardware's prefetchers kept up with one stream (A's columns)
+    and fell behind on R."""
     assert V == 1 or not masked
 
     def typer(typingctx, *args):
@@ -166,9 +170,14 @@ def _tile(R: int, V: int, VW: int, masked: bool = False):
         for r in range(R):          # C's lines, on their way while the k loop runs
             crow = builder.gep(C0, [builder.mul(const(r), ldc)])
             for v in range(0, V * VW, 16):
-                _prefetch_for_write(builder, builder.gep(crow, [const(v)]))
+                _prefetch(builder, builder.gep(crow, [const(v)]))
         with cgutils.for_range(builder, K) as loop:
             k = loop.index
+            if ahead:
+                row = builder.urem(k, const(R))
+                _prefetch(builder, builder.gep(A0, [builder.add(
+                    builder.mul(builder.add(k, const(ahead)), astride),
+                    builder.mul(row, arstride))]), write=False)
             brow = builder.gep(B0, [builder.mul(k, ldb)])
             b = [load(builder.bitcast(builder.gep(brow, [const(v * VW)]), vp))
                  for v in range(V)]
@@ -202,6 +211,7 @@ _ROW = _tile(1, VECTORS, WIDTH)         # one row of a short panel
 _ROW1 = _tile(1, 1, WIDTH)
 TALL = VECTORS * ROWS
 _TALL = _tile(TALL, 1, WIDTH)           # TALL x WIDTH: as many accumulators, one B vector
+_TALL_ROWS = _tile(TALL, 1, WIDTH, ahead=64)    # the same reading A's rows (astride 1)
 
 
 _LEFT = _tile(TALL, 1, WIDTH, masked=True)     # TALL rows of a vector's first columns
@@ -261,7 +271,10 @@ def panel_gemm(K, A, aoff, ak, ar, mr, B, boff, ldb, C, coff, ldc, N, beta):
 def tall_gemm(K, A, aoff, ak, ar, mr, B, boff, ldb, C, coff, ldc, N, beta):
     """panel_gemm for up to TALL rows, one vector of columns at a time: for products whose
     column count is one or few vectors (a task's share of a batch), where a ROWS-row tile of one
-    vector would hold half the accumulators for the same loads of A and B."""
+    vector would hold half the accumulators for the same loads of A and B. A's rows read along
+    their length (ak 1: the forward steps' W) take the tile that asks for them ahead (_TALL_ROWS:
+    the LSTM's forward steps, 256 units, batch 32, 50 steps: 6.04 ms with it against 6.17
+    without, order-balanced; their GEMM alone 4.62-4.66 against 4.78-4.92)."""
     if mr != TALL:
         for r in range(0, mr, ROWS):
             panel_gemm(K, A, aoff + r * ar, ak, ar, min(ROWS, mr - r), B, boff, ldb, C,
@@ -270,7 +283,10 @@ def tall_gemm(K, A, aoff, ak, ar, mr, B, boff, ldb, C, coff, ldc, N, beta):
     beta = np.float32(beta)
     single = N - N % WIDTH
     for j in range(0, single, WIDTH):
-        _TALL(K, A, aoff, ak, ar, B, boff + j, ldb, C, coff + j, ldc, beta)
+        if ak == 1:
+            _TALL_ROWS(K, A, aoff, ak, ar, B, boff + j, ldb, C, coff + j, ldc, beta)
+        else:
+            _TALL(K, A, aoff, ak, ar, B, boff + j, ldb, C, coff + j, ldc, beta)
     if single < N:
         _columns_left(K, A, aoff, ak, ar, mr, B, boff, ldb, C, coff, ldc, single, N, beta)
 
@@ -282,7 +298,7 @@ def _prefetch_write(typingctx, A, off):
         return None
 
     def codegen(context, builder, signature, args):
-        _prefetch_for_write(builder, builder.gep(
+        _prefetch(builder, builder.gep(
             _data(context, builder, signature.args[0], args[0]),
             [context.cast(builder, args[1], signature.args[1], types.int64)]))
         return context.get_dummy_value()
