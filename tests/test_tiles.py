@@ -129,6 +129,37 @@ def test_tall_tiles_match_float64(M, N, beta):
     np.testing.assert_allclose(C, want, rtol=2e-5, atol=2e-5 * np.sqrt(K))
 
 
+@njit(cache=True)
+def _spread_all(W, M, K, B, boff, ldb, C, coff, ldc, N, beta, P, count):
+    flat, ld = W.reshape(W.size), W.shape[1]
+    for p in range(0, M, tiles.TALL):
+        tiles.tall_gemm_spread(K, flat, p * ld, 1, ld, min(tiles.TALL, M - p), B, boff, ldb, C,
+                               coff + p * ldc, ldc, N, beta, P.reshape(P.size), 3, P.shape[1],
+                               count)
+
+
+@pytest.mark.parametrize("M", [tiles.TALL, tiles.TALL + tiles.ROWS + 1])
+@pytest.mark.parametrize("N", [tiles.WIDTH - 3, tiles.WIDTH, 2 * tiles.WIDTH + 5])
+@pytest.mark.parametrize("count", [0, 5, 40])
+def test_tall_tiles_asking_for_lines_match_float64(M, N, count):
+    """tall_gemm_spread computes tall_gemm's product whether it spreads its line requests over
+    the tiles (5 rows over 64 steps of k), asks for all first (40: more than a request every 4
+    steps; a short panel; fewer columns than a vector) or for none; the rows it asks for are
+    only read."""
+    K = 64
+    rng = np.random.default_rng(M * 100 + N + count)
+    W = rng.standard_normal((M + 1, K + 2)).astype(np.float32)
+    B = rng.standard_normal((K, N + 6)).astype(np.float32)
+    C = rng.standard_normal((M + 3, N + 7)).astype(np.float32)
+    P = rng.standard_normal((count + 1, N + 9)).astype(np.float32)
+    C0, P0 = C.copy(), P.copy()
+    _spread_all(W, M, K, B.reshape(-1), 1, B.shape[1], C.reshape(-1), C.shape[1] + 2, C.shape[1],
+                N, np.float32(1.0), P, count)
+    want = _expected(W[:M, :K], B, C0, N, 1.0)
+    np.testing.assert_allclose(C, want, rtol=2e-5, atol=2e-5 * np.sqrt(K))
+    assert np.array_equal(P, P0)
+
+
 _AVX2_CHILD = r'''
 import llvmlite.binding as llvm
 host = llvm.get_host_cpu_features
@@ -164,6 +195,23 @@ for M, K, N in ((6, 5, 16), (13, 33, 21), (12, 8, 8), (25, 17, 40)):
             want = W.astype(np.float64) @ B + beta * C
             run(W, M, K, B.reshape(-1), C.reshape(-1), N, np.float32(beta), tall)
             np.testing.assert_allclose(C, want, rtol=2e-5, atol=1e-4)
+
+@njit
+def run_spread(W, M, K, B, C, N, P, count):   # the tall tiles that ask for lines as they go
+    flat, ld = W.reshape(W.size), W.shape[1]
+    for p in range(0, M, tiles.TALL):
+        tiles.tall_gemm_spread(K, flat, p * ld, 1, ld, min(tiles.TALL, M - p), B, 0, N, C, p * N,
+                               N, N, np.float32(1.0), P, 0, N, count)
+
+for M, K, N in ((24, 64, 16), (17, 64, 21)):
+    W = rng.standard_normal((M, K)).astype(np.float32)
+    B = rng.standard_normal((K, N)).astype(np.float32)
+    C = rng.standard_normal((M, N)).astype(np.float32)
+    P = rng.standard_normal((5, N)).astype(np.float32)
+    want, P0 = W.astype(np.float64) @ B + C, P.copy()
+    run_spread(W, M, K, B.reshape(-1), C.reshape(-1), N, P.reshape(-1), 5)
+    np.testing.assert_allclose(C, want, rtol=2e-5, atol=1e-4)
+    assert np.array_equal(P, P0)
 
 # the whole products with 8 x 8 register transposes, and an LSTM layer (rowvec's 8-column cells)
 for M, N, K in ((13, 37, 600), (8, 16, 9)):

@@ -298,11 +298,17 @@ def _tile_rows(tall, K, A, aoff, ak, ar, mr, B, boff, ldb, C, coff, ldc, N, beta
 
 
 @njit(cache=True, fastmath=_FMA)
-def _fprop_step(t, u0, u1, j0, w, tall, W, ifog, ir, ic, ics, h0, c0, h, hr, hc, hcs, c, cr,
+def _fprop_step(t, T, u0, u1, j0, w, tall, W, ifog, ir, ic, ics, h0, c0, h, hr, hc, hcs, c, cr,
                 cc, ccs, ca, ar, ac, acs, n, N):
-    """Step t of lstm_fprop_seq for units u0 .. u1 and the batch's columns j0 .. j0 + w."""
+    """Step t of lstm_fprop_seq (of T) for units u0 .. u1 and the batch's columns j0 .. j0 + w.
+    The lines a block's cell will write (its rows of c, c_act and h) are asked for ahead: with
+    tall tiles, while the block before runs its tiles (the gate panels i, f, o each ask for one
+    of the three, tiles.tall_gemm_spread; the last block of a step asks for the next step's
+    first); else all at once before the block's tiles."""
     MR = tiles.TALL if tall else tiles.ROWS
     flat_W, flat_ifog = W.reshape(W.size), ifog.reshape(ifog.size)
+    outs = (c.reshape(c.size), ca.reshape(ca.size), h.reshape(h.size))
+    lds = (c.shape[1], ca.shape[1], h.shape[1])
     li, lh = ifog.shape[1], h.shape[1]
     gi, hi, ci, ai = ic + t * ics + j0, hc + t * hcs + j0, cc + t * ccs + j0, ac + t * acs + j0
     if t == 0:
@@ -311,13 +317,25 @@ def _fprop_step(t, u0, u1, j0, w, tall, W, ifog, ir, ic, ics, h0, c0, h, hr, hc,
         hp, hoff, ldh, cp, pr, pc = h.reshape(h.size), hr * lh + hi - hcs, lh, c, cr, ci - ccs
     for u in range(u0, u1, MR):
         mr = min(MR, u1 - u)
-        tiles.prefetch_rows(c, cr + u, cr + u + mr, ci, w)
-        tiles.prefetch_rows(ca, ar + u, ar + u + mr, ai, w)
-        tiles.prefetch_rows(h, hr + u, hr + u + mr, hi, w)
+        if not tall or (t == 0 and u == u0):
+            tiles.prefetch_rows(c, cr + u, cr + u + mr, ci, w)
+            tiles.prefetch_rows(ca, ar + u, ar + u + mr, ai, w)
+            tiles.prefetch_rows(h, hr + u, hr + u + mr, hi, w)
+        # the next block: (its step, first unit, units); none after the last step's last block
+        nt, nu, nm = (t, u + MR, min(MR, u1 - u - MR)) if u + MR < u1 else \
+            (t + 1, u0, min(MR, u1 - u0) if t + 1 < T else 0)
+        firsts = ((cr + nu) * lds[0] + cc + nt * ccs + j0, (ar + nu) * lds[1] + ac + nt * acs + j0,
+                  (hr + nu) * lds[2] + hc + nt * hcs + j0)
         for gate in range(4):
             row = gate * n + u
-            _tile_rows(tall, n, flat_W, row * n, 1, n, mr, hp, hoff, ldh, flat_ifog,
-                       (ir + row) * li + gi, li, w, 1.0)
+            if tall:
+                g = min(gate, 2)
+                tiles.tall_gemm_spread(n, flat_W, row * n, 1, n, mr, hp, hoff, ldh, flat_ifog,
+                                       (ir + row) * li + gi, li, w, 1.0, outs[g], firsts[g],
+                                       lds[g], nm if gate < 3 else 0)
+            else:
+                tiles.panel_gemm(n, flat_W, row * n, 1, n, mr, hp, hoff, ldh, flat_ifog,
+                                 (ir + row) * li + gi, li, w, 1.0)
         _fprop_rows(ifog, ir, gi, cp, pr, pc, c, cr, ci, ca, ar, ai, h, hr, hi, n, w, u, u + mr)
 
 
@@ -381,7 +399,7 @@ def lstm_fprop_tiles(W, ifog, ir, ic, ics, h0, c0, h, hr, hc, hcs, c, cr, cc, cc
     `tasks` tasks a step each a share of the units."""
     for t in range(T):
         for task in prange(tasks):
-            _fprop_step(t, task * n // tasks, (task + 1) * n // tasks, 0, N, False, W, ifog,
+            _fprop_step(t, T, task * n // tasks, (task + 1) * n // tasks, 0, N, False, W, ifog,
                         ir, ic, ics, h0, c0, h, hr, hc, hcs, c, cr, cc, ccs, ca, ar, ac, acs,
                         n, N)
 
@@ -410,7 +428,7 @@ def lstm_fprop_cols(W, ifog, ir, ic, ics, h0, c0, h, hr, hc, hcs, c, cr, cc, ccs
     for task in prange(tasks):
         j0, j1 = _share(task, tasks, N)
         for t in range(T):
-            _fprop_step(t, 0, n, j0, j1 - j0, True, W, ifog, ir, ic, ics, h0, c0, h, hr, hc,
+            _fprop_step(t, T, 0, n, j0, j1 - j0, True, W, ifog, ir, ic, ics, h0, c0, h, hr, hc,
                         hcs, c, cr, cc, ccs, ca, ar, ac, acs, n, N)
 
 
