@@ -347,3 +347,41 @@ def test_rowvec_kernels_match_numpy():
     np.testing.assert_allclose(P, a * b + c, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(X[:n], 1 - a * a, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(R, (b - c) * 2, rtol=1e-6, atol=1e-6)
+
+
+def test_rowvec_activations_are_vecmaths_bits():
+    """A rowvec cell calling vecmath's sig32 and tanh32 runs their vector forms (rowvec._vsig,
+    _vtanh): the same float32 bits as the scalar functions, lane by lane, over random bit
+    patterns (every sign, exponent and nan payload), wide normal draws and the edges (0, -0,
+    the smallest subnormal, the exp clamps and overflow, the tanh polynomial's bound, +-inf,
+    nan); nan where the scalar gives nan."""
+    from neonlike.backends.cpu import rowvec
+    from neonlike.backends.cpu.vecmath import sig32, tanh32
+
+    def acts(x):
+        return sig32(x), tanh32(x)
+
+    vec = rowvec.vector_kernel(acts, 1, 2)
+
+    @njit
+    def run(x, vs, vt, ss, st):
+        for j in range(0, x.size, tiles.WIDTH):
+            vec(x, j, vs, j, vt, j)
+        for j in range(x.size):
+            ss[j], st[j] = sig32(x[j]), tanh32(x[j])
+
+    rng = np.random.default_rng(11)
+    edges = np.array([0.0, -0.0, 1e-45, -1e-45, 1.2e-38, 88.72284, -88.72284, 89.0, -89.0,
+                      104.0, -104.0, 0.625, -0.625, 0.62499994, 1e30, -1e30, np.inf, -np.inf,
+                      np.nan], np.float32)
+    x = np.concatenate([rng.integers(0, 2 ** 32, 1 << 18, dtype=np.uint64).astype(np.uint32)
+                        .view(np.float32), (rng.standard_normal(1 << 16) * 30).astype(np.float32),
+                        edges])
+    x = np.concatenate([x, np.zeros(-x.size % tiles.WIDTH, np.float32)])
+    vs, vt, ss, st = (np.empty_like(x) for _ in range(4))
+    with np.errstate(all="ignore"):
+        run(x, vs, vt, ss, st)
+    for got, want in ((vs, ss), (vt, st)):
+        assert np.array_equal(np.isnan(got), np.isnan(want))
+        ok = ~np.isnan(want)
+        assert np.array_equal(got[ok].view(np.uint32), want[ok].view(np.uint32))
