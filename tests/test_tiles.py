@@ -134,8 +134,7 @@ def _spread_all(W, M, K, B, boff, ldb, C, coff, ldc, N, beta, P, count):
     flat, ld = W.reshape(W.size), W.shape[1]
     for p in range(0, M, tiles.TALL):
         tiles.tall_gemm_spread(K, flat, p * ld, 1, ld, min(tiles.TALL, M - p), B, boff, ldb, C,
-                               coff + p * ldc, ldc, N, beta, P.reshape(P.size), 3, P.shape[1],
-                               count)
+                               coff + p * ldc, ldc, N, beta, P, 0, 3, count)
 
 
 @pytest.mark.parametrize("M", [tiles.TALL, tiles.TALL + tiles.ROWS + 1])
@@ -201,7 +200,7 @@ def run_spread(W, M, K, B, C, N, P, count):   # the tall tiles that ask for line
     flat, ld = W.reshape(W.size), W.shape[1]
     for p in range(0, M, tiles.TALL):
         tiles.tall_gemm_spread(K, flat, p * ld, 1, ld, min(tiles.TALL, M - p), B, 0, N, C, p * N,
-                               N, N, np.float32(1.0), P, 0, N, count)
+                               N, N, np.float32(1.0), P, 0, 0, count)
 
 for M, K, N in ((24, 64, 16), (17, 64, 21)):
     W = rng.standard_normal((M, K)).astype(np.float32)
@@ -209,7 +208,7 @@ for M, K, N in ((24, 64, 16), (17, 64, 21)):
     C = rng.standard_normal((M, N)).astype(np.float32)
     P = rng.standard_normal((5, N)).astype(np.float32)
     want, P0 = W.astype(np.float64) @ B + C, P.copy()
-    run_spread(W, M, K, B.reshape(-1), C.reshape(-1), N, P.reshape(-1), 5)
+    run_spread(W, M, K, B.reshape(-1), C.reshape(-1), N, P, 5)
     np.testing.assert_allclose(C, want, rtol=2e-5, atol=1e-4)
     assert np.array_equal(P, P0)
 

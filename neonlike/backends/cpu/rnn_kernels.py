@@ -322,8 +322,7 @@ def _fprop_step(t, T, u0, u1, j0, w, tall, W, ifog, ir, ic, ics, h0, c0, h, hr, 
     first); else all at once before the block's tiles."""
     MR = tiles.TALL if tall else tiles.ROWS
     flat_W, flat_ifog = W.reshape(W.size), ifog.reshape(ifog.size)
-    outs = (c.reshape(c.size), ca.reshape(ca.size), h.reshape(h.size))
-    lds = (c.shape[1], ca.shape[1], h.shape[1])
+    outs, rows, cols = (c, ca, h), (cr, ar, hr), (cc, ac, hc)
     li, lh = ifog.shape[1], h.shape[1]
     gi, hi, ci, ai = ic + t * ics + j0, hc + t * hcs + j0, cc + t * ccs + j0, ac + t * acs + j0
     if t == 0:
@@ -336,18 +335,17 @@ def _fprop_step(t, T, u0, u1, j0, w, tall, W, ifog, ir, ic, ics, h0, c0, h, hr, 
             tiles.prefetch_rows(c, cr + u, cr + u + mr, ci, w)
             tiles.prefetch_rows(ca, ar + u, ar + u + mr, ai, w)
             tiles.prefetch_rows(h, hr + u, hr + u + mr, hi, w)
-        # the next block: (its step, first unit, units); none after the last step's last block
-        nt, nu, nm = (t, u + MR, min(MR, u1 - u - MR)) if u + MR < u1 else \
-            (t + 1, u0, min(MR, u1 - u0) if t + 1 < T else 0)
-        firsts = ((cr + nu) * lds[0] + cc + nt * ccs + j0, (ar + nu) * lds[1] + ac + nt * acs + j0,
-                  (hr + nu) * lds[2] + hc + nt * hcs + j0)
+        if tall:    # the next block: its step, first unit and units (none after the last)
+            nt, nu, nm = (t, u + MR, min(MR, u1 - u - MR)) if u + MR < u1 else \
+                (t + 1, u0, min(MR, u1 - u0) if t + 1 < T else 0)
+            steps = (ccs, acs, hcs)
         for gate in range(4):
             row = gate * n + u
             if tall:
                 g = min(gate, 2)
                 tiles.tall_gemm_spread(n, flat_W, row * n, 1, n, mr, hp, hoff, ldh, flat_ifog,
-                                       (ir + row) * li + gi, li, w, 1.0, outs[g], firsts[g],
-                                       lds[g], nm if gate < 3 else 0)
+                                       (ir + row) * li + gi, li, w, 1.0, outs[g], rows[g] + nu,
+                                       cols[g] + nt * steps[g] + j0, nm if gate < 3 else 0)
             else:
                 tiles.panel_gemm(n, flat_W, row * n, 1, n, mr, hp, hoff, ldh, flat_ifog,
                                  (ir + row) * li + gi, li, w, 1.0)

@@ -79,7 +79,7 @@ for _name, _instr in (("add", "fadd"), ("sub", "fsub"), ("mul", "fmul")):
 # 256-unit, batch-32, 50-step pass as such loops). fmuladd where vecmath's _muladd is, plain
 # instructions (no contraction, as vecmath is compiled) elsewhere.
 
-def _lanes(b, value, kind=None):
+def _lanes(value, kind=None):
     """value in every lane (a float32 vector, or of `kind`, an integer type)."""
     kind = kind or ir.FloatType()
     value = int(value) if isinstance(kind, ir.IntType) else float(value)
@@ -96,13 +96,13 @@ def _intrinsic_call(b, name, *args):
 
 def _exp(b, x):
     """vecmath.exp32."""
-    c = partial(_lanes, b)
+    c = _lanes
     muladd = partial(_intrinsic_call, b, "llvm.fmuladd")
     x = b.select(b.fcmp_ordered(">", x, c(vm._EXP_HI)), c(vm._EXP_HI), x)
     x = b.select(b.fcmp_ordered("<", x, c(vm._EXP_LO)), c(vm._EXP_LO), x)
     t = muladd(x, c(vm._LOG2E), c(vm._MAGIC))
     i32 = ir.IntType(32)
-    n = b.sub(b.bitcast(t, ir.VectorType(i32, WIDTH)), _lanes(b, vm._MAGIC_BITS, i32))
+    n = b.sub(b.bitcast(t, ir.VectorType(i32, WIDTH)), _lanes(vm._MAGIC_BITS, i32))
     fn = b.fsub(t, c(vm._MAGIC))
     r = muladd(fn, c(vm._NLN2_HI), x)
     r = muladd(fn, c(vm._NLN2_LO), r)
@@ -110,12 +110,12 @@ def _exp(b, x):
                r, c(vm._EQ4))
     p = b.fadd(muladd(b.fmul(r, r), q, r), c(vm._ONE))
     # vecmath._pow2_scale: p * 2**n1 * 2**n2, n1 = n >> 1, n2 = n - n1
-    n1 = b.ashr(n, _lanes(b, 1, i32))
+    n1 = b.ashr(n, _lanes(1, i32))
     n2 = b.sub(n, n1)
     vt = p.type
 
     def two_to(k):
-        return b.bitcast(b.shl(b.add(k, _lanes(b, 127, i32)), _lanes(b, 23, i32)), vt)
+        return b.bitcast(b.shl(b.add(k, _lanes(127, i32)), _lanes(23, i32)), vt)
 
     return b.fmul(b.fmul(p, two_to(n1)), two_to(n2))
 
@@ -123,7 +123,7 @@ def _exp(b, x):
 def _vsig(x: "_Vec") -> "_Vec":
     """vecmath.sig32."""
     b, v = x.b, x.v
-    c = partial(_lanes, b)
+    c = _lanes
     t = _exp(b, b.fsub(c(-0.0), _intrinsic_call(b, "llvm.fabs", v)))
     num = b.select(b.fcmp_ordered(">=", v, c(0.0)), c(1.0),
                    b.select(b.fcmp_ordered(">", v, c(-vm._EXP_OVF)), t, c(0.0)))
@@ -133,7 +133,7 @@ def _vsig(x: "_Vec") -> "_Vec":
 def _vtanh(x: "_Vec") -> "_Vec":
     """vecmath.tanh32 (its _tanh_core with y = x)."""
     b, v = x.b, x.v
-    c = partial(_lanes, b)
+    c = _lanes
     muladd = partial(_intrinsic_call, b, "llvm.fmuladd")
     ay = _intrinsic_call(b, "llvm.fabs", v)
     t = _exp(b, b.fmul(c(-2.0), ay))
@@ -144,7 +144,7 @@ def _vtanh(x: "_Vec") -> "_Vec":
     big = b.fdiv(b.fsub(c(1.0), t), b.fadd(c(1.0), t))
     r = b.select(b.fcmp_ordered("<", ay, c(vm._TANH_POLY_MAX)), small, big)
     iv = ir.VectorType(ir.IntType(32), WIDTH)
-    sign = b.and_(b.bitcast(v, iv), _lanes(b, vm._SIGN_BIT, ir.IntType(32)))
+    sign = b.and_(b.bitcast(v, iv), _lanes(vm._SIGN_BIT, ir.IntType(32)))
     return _Vec(b, b.bitcast(b.or_(b.bitcast(r, iv), sign), r.type))
 
 

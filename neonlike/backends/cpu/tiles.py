@@ -317,25 +317,24 @@ def tall_gemm(K, A, aoff, ak, ar, mr, B, boff, ldb, C, coff, ldc, N, beta):
 
 
 @njit(cache=True, fastmath=_FMA, inline="always")
-def tall_gemm_spread(K, A, aoff, ak, ar, mr, B, boff, ldb, C, coff, ldc, N, beta, P, p0, pld,
+def tall_gemm_spread(K, A, aoff, ak, ar, mr, B, boff, ldb, C, coff, ldc, N, beta, P, prow, pcol,
                      count):
-    """tall_gemm, asking meanwhile for the lines of the `count` rows P[p0 + i*pld : + N] (P a
-    1-D float32 array) that the caller writes next: spread over the whole-vector tiles' steps
-    of k (_TALL_SPREAD) where the tile is TALL rows of A's rows (ak 1), else all at once first.
-    (The LSTM's forward steps, 256 units, batch 32, 50 steps: the next block's c, c_act and h
-    lines asked for so, against all at once before the block, 5.57 against 5.74 ms, medians of
-    61 order-balanced rounds; paired, 0.97x.)"""
+    """tall_gemm, asking meanwhile for the lines of P[prow:prow + count, pcol:pcol + N] (P 2-D
+    float32), which the caller writes next: spread over the whole-vector tiles' steps of k
+    (_TALL_SPREAD) where the tile is TALL rows of A's rows (ak 1), else all at once first
+    (prefetch_rows). (The LSTM's forward steps, 256 units, batch 32, 50 steps: the next block's
+    c, c_act and h lines asked for so, against all at once before the block, 5.57 against 5.74
+    ms, medians of 61 order-balanced rounds; paired, 0.97x.)"""
     if mr != TALL or ak != 1 or N < WIDTH or count << _SPREAD_SHIFT > K:
-        for i in range(count):
-            for j in range(0, N, 16):
-                _prefetch_write(P, p0 + i * pld + j)
+        prefetch_rows(P, prow, prow + count, pcol, N)
         tall_gemm(K, A, aoff, ak, ar, mr, B, boff, ldb, C, coff, ldc, N, beta)
         return
     beta = np.float32(beta)
     single = N - N % WIDTH
+    flat, pld = P.reshape(P.size), P.shape[1]
     for j in range(0, single, WIDTH):
-        _TALL_SPREAD(K, A, aoff, ak, ar, B, boff + j, ldb, C, coff + j, ldc, beta, P, p0 + j, pld,
-                     count)
+        _TALL_SPREAD(K, A, aoff, ak, ar, B, boff + j, ldb, C, coff + j, ldc, beta, flat,
+                     prow * pld + pcol + j, pld, count)
     if single < N:
         _columns_left(K, A, aoff, ak, ar, mr, B, boff, ldb, C, coff, ldc, single, N, beta)
 
