@@ -28,6 +28,17 @@ FLOATS = tuple(np.dtype(t) for t in ("float16", "float32", "float64"))
 _COUNTS = Memo("backend.reduced_counts", 4096)  # (shape, axis) -> elements reduced
 
 
+def _check_bn(op: str, x: Any, full: tuple, rows: tuple) -> None:
+    if len(x.shape) != 2:
+        raise ValueError(f"{op}: x must be 2-D (features, batch), got shape {x.shape}")
+    for name, t in full:
+        if tuple(t.shape) != tuple(x.shape):
+            raise ValueError(f"{op}: {name} has shape {t.shape}, expected {x.shape} like x")
+    for name, t in rows:
+        if tuple(t.shape) != (x.shape[0], 1):
+            raise ValueError(f"{op}: {name} has shape {t.shape}, expected {(x.shape[0], 1)}")
+
+
 class Backend(HostOpsMixin, RNNOpsMixin):
     """The device-independent half of a backend. See the module docstring for the device half."""
 
@@ -193,6 +204,54 @@ class Backend(HostOpsMixin, RNNOpsMixin):
         tensors (mean and inv as batch_moments gave them)."""
         dgamma[:] = self.sum(dy * ((x - mean) * inv), axis=(0, 2))
         dbeta[:] = self.sum(dy, axis=(0, 2))
+
+    def compound_fprop_bn(self, x: Any, xsum: Any, xvar: Any, gmean: Any, gvar: Any, gamma: Any,
+                          beta: Any, y: Any, eps: float, rho: float, compute_batch_sum: bool,
+                          accumbeta: float = 0.0, relu: bool = False, binary: bool = False,
+                          inference: bool = False, outputs: Any = None, layer: Any = None) -> None:
+        """Batch norm over axis 1 of x (F, N) as op-trees (every device). Training: xsum <- the batch mean (compute_batch_sum
+        False means xsum already holds the batch *sum*, e.g. fprop_conv's bsum), xvar <- the
+        biased batch variance, gmean/gvar <- rho * old + (1 - rho) * batch stat. Inference uses
+        gmean/gvar and updates nothing. y = xhat * gamma + beta + accumbeta * y, then relu."""
+        if binary:
+            raise NotImplementedError("compound_fprop_bn: binary (shift-based) batch norm is not "
+                                      "implemented")
+        _check_bn("compound_fprop_bn", x, (("y", y),), (("xsum", xsum), ("xvar", xvar),
+                  ("gmean", gmean), ("gvar", gvar), ("gamma", gamma), ("beta", beta)))
+        if inference:
+            xhat = (x - gmean) / self.sqrt(gvar + eps)
+        else:
+            if compute_batch_sum:
+                xsum[:] = self.mean(x, axis=1)
+            else:
+                xsum[:] = xsum * (1.0 / x.shape[1])
+            xvar[:] = self.mean(self.square(x - xsum), axis=1)
+            gmean[:] = gmean * rho + (1.0 - rho) * xsum
+            gvar[:] = gvar * rho + (1.0 - rho) * xvar
+            xhat = (x - xsum) / self.sqrt(xvar + eps)
+        value = xhat * gamma + beta
+        if accumbeta != 0.0:
+            value = value + accumbeta * y
+        y[:] = self.maximum(value, 0) if relu else value
+
+    def compound_bprop_bn(self, delta_out: Any, grad_gamma: Any, grad_beta: Any, delta_in: Any,
+                          x: Any, xsum: Any, xvar: Any, gamma: Any, eps: float,
+                          binary: bool = False, layer: Any = None) -> None:
+        """Batch-norm backward from fprop's batch mean (xsum) and variance (xvar):
+        grad_gamma = sum(xhat * delta_in), grad_beta = sum(delta_in) (over axis 1),
+        delta_out = gamma / sqrt(xvar + eps) * (delta_in - (xhat * grad_gamma + grad_beta) / N)."""
+        if binary:
+            raise NotImplementedError("compound_bprop_bn: binary (shift-based) batch norm is not "
+                                      "implemented")
+        _check_bn("compound_bprop_bn", x, (("delta_out", delta_out), ("delta_in", delta_in)),
+                  (("grad_gamma", grad_gamma), ("grad_beta", grad_beta), ("xsum", xsum),
+                   ("xvar", xvar), ("gamma", gamma)))
+        inv_std = 1.0 / self.sqrt(xvar + eps)
+        xhat = (x - xsum) * inv_std
+        grad_gamma[:] = self.sum(xhat * delta_in, axis=1)
+        grad_beta[:] = self.sum(delta_in, axis=1)
+        delta_out[:] = gamma * inv_std * (delta_in - (xhat * grad_gamma + grad_beta)
+                                          * (1.0 / x.shape[1]))
 
     def sgd_momentum(self, param: Tensor, velocity: Tensor, grad: Any, lr: float,
                      momentum: float, dampening: float = 0.0, weight_decay: float = 0.0,

@@ -33,6 +33,7 @@ import numpy as np
 
 from ...memo import Memo
 from .gemm import gemm
+from ..nn_layers import check_index_dtype, check_layer
 from .layer import (ALGOS, FILTER_LAYOUTS, ConvLayer, PoolLayer, bprop_pool_numpy,
                     col2im_numpy, fprop_pool_numpy, im2col_numpy)
 
@@ -159,7 +160,7 @@ class NNOpsMixin:
     def update_conv(self, layer: ConvLayer, I: Any, E: Any, U: Any, alpha: float = 1.0,
                     beta: float = 0.0, grad_bias: Any = None, layer_op: Any = None) -> None:
         """U = alpha * dLoss/dF + beta * U; grad_bias (K, 1) = sum of E over all but K."""
-        _check_layer("update_conv", layer, ConvLayer)
+        check_layer("update_conv", layer, ConvLayer)
         arrays = _Arrays("update_conv")
         i = arrays.read(I, "I", layer.dimI, layer.dimI2)
         e = arrays.read(E, "E", layer.dimO, layer.dimO2)
@@ -176,7 +177,7 @@ class NNOpsMixin:
     def _xprop_conv(self, op: str, layer: ConvLayer, I: Any, F: Any, O: Any, X: Any, bias: Any,
                     bsum: Any, alpha: float, beta: float, relu: bool, brelu: bool,
                     slope: float) -> None:
-        _check_layer(op, layer, ConvLayer)
+        check_layer(op, layer, ConvLayer)
         fprop = op == "fprop_conv"
         din, dout = (layer.dimI, layer.dimO) if fprop else (layer.dimO, layer.dimI)
         din2, dout2 = (layer.dimI2, layer.dimO2) if fprop else (layer.dimO2, layer.dimI2)
@@ -253,14 +254,14 @@ class NNOpsMixin:
     def fprop_pool(self, layer: PoolLayer, I: Any, O: Any, argmax: Any = None,
                    beta: float = 0.0) -> None:
         """O = pool(I) + beta * O; for max pooling, argmax receives each max's window position."""
-        _check_layer("fprop_pool", layer, PoolLayer)
+        check_layer("fprop_pool", layer, PoolLayer)
         arrays = _Arrays("fprop_pool")
         i = arrays.read(I, "I", layer.dimI, layer.dimI2)
         out = arrays.write(O, "O", layer.dimO, layer.dimO2)
         am = None
         if argmax is not None and layer.op == "max":
             am = arrays.write(argmax, "argmax", layer.dimO, layer.dimO2, numeric=True)
-            _check_index_dtype(am.dtype, math.prod(layer.JTRS))
+            check_index_dtype(am.dtype, math.prod(layer.JTRS))
         kernels, rows = _kernels(), _pool_rows(layer)
         if kernels is None or layer.op == "l2":
             result = fprop_pool_numpy(layer, i, am)
@@ -282,7 +283,7 @@ class NNOpsMixin:
                    alpha: float = 1.0, beta: float = 0.0) -> None:
         """O (dimI) = alpha * (error I (dimO) routed back) + beta * O: max pooling sends each
         error to its argmax, average pooling spreads it evenly over the window's valid positions."""
-        _check_layer("bprop_pool", layer, PoolLayer)
+        check_layer("bprop_pool", layer, PoolLayer)
         if layer.op == "l2":
             raise NotImplementedError("bprop_pool: l2 pooling has no bprop (as in neon)")
         arrays = _Arrays("bprop_pool")
@@ -314,36 +315,7 @@ class NNOpsMixin:
                                layer.geometry)
         arrays.commit()
 
-    # ------------------------------------------------------------------ batch norm (op-trees)
-    def compound_fprop_bn(self, x: Any, xsum: Any, xvar: Any, gmean: Any, gvar: Any, gamma: Any,
-                          beta: Any, y: Any, eps: float, rho: float, compute_batch_sum: bool,
-                          accumbeta: float = 0.0, relu: bool = False, binary: bool = False,
-                          inference: bool = False, outputs: Any = None, layer: Any = None) -> None:
-        """Batch norm over axis 1 of x (F, N). Training: xsum <- the batch mean (compute_batch_sum
-        False means xsum already holds the batch *sum*, e.g. fprop_conv's bsum), xvar <- the
-        biased batch variance, gmean/gvar <- rho * old + (1 - rho) * batch stat. Inference uses
-        gmean/gvar and updates nothing. y = xhat * gamma + beta + accumbeta * y, then relu."""
-        if binary:
-            raise NotImplementedError("compound_fprop_bn: binary (shift-based) batch norm is not "
-                                      "implemented on the CPU")
-        _check_bn("compound_fprop_bn", x, (("y", y),), (("xsum", xsum), ("xvar", xvar),
-                  ("gmean", gmean), ("gvar", gvar), ("gamma", gamma), ("beta", beta)))
-        if inference:
-            xhat = (x - gmean) / self.sqrt(gvar + eps)
-        else:
-            if compute_batch_sum:
-                xsum[:] = self.mean(x, axis=1)
-            else:
-                xsum[:] = xsum * (1.0 / x.shape[1])
-            xvar[:] = self.mean(self.square(x - xsum), axis=1)
-            gmean[:] = gmean * rho + (1.0 - rho) * xsum
-            gvar[:] = gvar * rho + (1.0 - rho) * xvar
-            xhat = (x - xsum) / self.sqrt(xvar + eps)
-        value = xhat * gamma + beta
-        if accumbeta != 0.0:
-            value = value + accumbeta * y
-        y[:] = self.maximum(value, 0) if relu else value
-
+    # ------------------------------------------------------------------ batch norm's kernels
     def batch_moments(self, x: Any, mean: Any, var: Any, inv: Any, eps: float,
                       running: tuple | None = None, keep: float = 1.0,
                       take: tuple = (0.0, 0.0)) -> None:
@@ -370,26 +342,6 @@ class NNOpsMixin:
             return super().batch_grad_sums(dy, x, mean, inv, dgamma, dbeta)
         kernels.batch_grad_sums(g[0], ops[0], *ops[1])
 
-    def compound_bprop_bn(self, delta_out: Any, grad_gamma: Any, grad_beta: Any, delta_in: Any,
-                          x: Any, xsum: Any, xvar: Any, gamma: Any, eps: float,
-                          binary: bool = False, layer: Any = None) -> None:
-        """Batch-norm backward from fprop's batch mean (xsum) and variance (xvar):
-        grad_gamma = sum(xhat * delta_in), grad_beta = sum(delta_in) (over axis 1),
-        delta_out = gamma / sqrt(xvar + eps) * (delta_in - (xhat * grad_gamma + grad_beta) / N)."""
-        if binary:
-            raise NotImplementedError("compound_bprop_bn: binary (shift-based) batch norm is not "
-                                      "implemented on the CPU")
-        _check_bn("compound_bprop_bn", x, (("delta_out", delta_out), ("delta_in", delta_in)),
-                  (("grad_gamma", grad_gamma), ("grad_beta", grad_beta), ("xsum", xsum),
-                   ("xvar", xvar), ("gamma", gamma)))
-        inv_std = 1.0 / self.sqrt(xvar + eps)
-        xhat = (x - xsum) * inv_std
-        grad_gamma[:] = self.sum(xhat * delta_in, axis=1)
-        grad_beta[:] = self.sum(delta_in, axis=1)
-        delta_out[:] = gamma * inv_std * (delta_in - (xhat * grad_gamma + grad_beta)
-                                          * (1.0 / x.shape[1]))
-
-
 def _flat_operands(x: Any, stats: tuple) -> tuple | None:
     """(x's array, flat views of the stats' arrays) where x is a C-ordered 3-D float32/64 CPU
     tensor and every stat a CPU tensor of its dtype whose array has a flat view of C elements;
@@ -411,33 +363,8 @@ def _flat_operands(x: Any, stats: tuple) -> tuple | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# checks
+# empty operands and pooling's row layouts
 # ---------------------------------------------------------------------------------------------
-
-def _check_layer(op: str, layer: Any, cls: type) -> None:
-    if not isinstance(layer, cls):
-        raise TypeError(f"{op}: layer must be a {cls.__name__} (from be.{cls.__name__[:-5].lower()}"
-                        f"_layer), got {type(layer).__name__}")
-    if getattr(layer, "unfit", None):
-        raise ValueError(f"{op}: {layer.unfit}")
-
-
-def _check_index_dtype(dt: np.dtype, window: int) -> None:
-    if dt.kind in "iu" and np.iinfo(dt).max < window - 1:
-        raise ValueError(f"fprop_pool: argmax dtype {dt} cannot hold window positions up to "
-                         f"{window - 1}; use a wider integer type")
-
-
-def _check_bn(op: str, x: Any, full: tuple, rows: tuple) -> None:
-    if len(x.shape) != 2:
-        raise ValueError(f"{op}: x must be 2-D (features, batch), got shape {x.shape}")
-    for name, t in full:
-        if tuple(t.shape) != tuple(x.shape):
-            raise ValueError(f"{op}: {name} has shape {t.shape}, expected {x.shape} like x")
-    for name, t in rows:
-        if tuple(t.shape) != (x.shape[0], 1):
-            raise ValueError(f"{op}: {name} has shape {t.shape}, expected {(x.shape[0], 1)}")
-
 
 def _empty5(dtype: Any) -> np.ndarray:
     return np.zeros((0, 1, 1, 1, 1), dtype)
