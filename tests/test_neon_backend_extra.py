@@ -233,6 +233,25 @@ def test_cross_channel_pool_fprop(be, op, case):
 
 
 @pytest.mark.parametrize("op", ["max", "avg"])
+def test_channel_stride_over_single_channel_windows(be, op):
+    """J = T = D = 1 with a channel stride: every other channel pooled (the CPU's row kernels,
+    which pool every channel, once took this case and failed to reshape)."""
+    layer = be.pool_layer(np.float32, op, 2, 5, 1, 6, 4, 1, 1, 2, 2, str_c=2)
+    assert layer.K == 3
+    rng = np.random.default_rng(8)
+    I = rng.permutation(layer.sizeI).reshape(layer.dimI) / 7.0
+    O, A = be.zeros(layer.dimO), be.zeros(layer.dimO, dtype=np.int32)
+    be.fprop_pool(layer, be.array(I), O, A)
+    np.testing.assert_allclose(O.get(), ref_pool(I, layer), rtol=1e-6)
+    E = rng.standard_normal(layer.dimO)
+    G = be.zeros(layer.dimI)
+    be.bprop_pool(layer, be.array(E), G, A)
+    am = A.get() if op == "max" else None
+    np.testing.assert_allclose(G.get(), bprop_pool_numpy(layer, E, am), rtol=1e-6, atol=1e-7)
+    assert not G.get()[1::2].any()      # the skipped channels get no error
+
+
+@pytest.mark.parametrize("op", ["max", "avg"])
 @pytest.mark.parametrize("case", CASES)
 def test_cross_channel_pool_bprop_central_differences(be, op, case):
     C, D, H, W, N = 5, 2, 4, 4, 2

@@ -376,11 +376,11 @@ def _empty3(dtype: Any) -> np.ndarray:
 
 def _pool_rows(layer: PoolLayer) -> tuple | None:
     """How the CPU kernels take a pooling layer over windows of one channel and depth (J = T = 1,
-    D = 1): (planes, input rows, output rows), a batch of one as its (C, H, W) planes (planes
+    D = 1, every channel pooled): (planes, input rows, output rows), a batch of one as its (C, H, W) planes (planes
     True: an NCHW tensor's images taken as N*C channels, as the SINGA front end pools), any other
     batch as lane rows (C, H, W*N) and (C, P, Q*N); None: the general kernels."""
-    if layer.JTRS[:2] != (1, 1) or layer.D != 1:
-        return None
+    if layer.JTRS[:2] != (1, 1) or layer.D != 1 or layer.K != layer.C:
+        return None      # (K != C: a channel stride over single-channel windows skips channels)
     C, N, (_, H, W), (_, P, Q) = layer.C, layer.N, layer.DHW, layer.MPQ
     return N == 1, (C, H, W * N), (C, P, Q * N)
 
