@@ -5,10 +5,12 @@ arithmetic (checked against CPUTensor's numpy views), and the launch-argument ma
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -18,6 +20,7 @@ from neonlike.backends.gpu import cublas as CB
 from neonlike.backends.gpu import compile as CC
 from neonlike.backends import gen_backend
 from neonlike.backends.gpu import device as G
+from neonlike.backends.gpu import nn_source as NS
 from neonlike.backends.gpu import render as RC
 from neonlike.dtypes import compute_dtype
 
@@ -488,18 +491,39 @@ def test_gpu_modules_import_without_pycuda():
 # **************** the whole backend on an emulated device ****************
 # pycuda is replaced by a numpy arena (pointers are addresses in it), each render_cuda kernel's
 # launch by a numpy evaluation of its stage that reads every buffer through the pointers, strides
-# and domain that launch_args passed, and cuBLAS by emulate_gemm on the mapped arguments. This
+# and domain that launch_args passed, the conv and pool kernels (gpu/nn_source.py) by their own
+# source built for the host (g++) and called on the arena, and cuBLAS by emulate_gemm on the
+# mapped arguments. This
 # runs NervanaGPU's own code end to end (programs, temps, aliasing, views, host transfers, GEMM
 # mapping, RNG plumbing): what it cannot check is CUDA itself.
 
 ARENA_BASE = 1 << 32
 
 
+_HOST_NN: list = []
+_CTYPES = {"P": ctypes.c_void_p, "q": ctypes.c_longlong, "i": ctypes.c_int,
+           "f": ctypes.c_float, "d": ctypes.c_double}
+
+
+def host_nn():
+    """NN_SOURCE's host build (g++), loaded once per process; skips where g++ is missing."""
+    if not _HOST_NN:
+        if shutil.which("g++") is None:
+            pytest.skip("g++ is not on PATH: the conv and pool kernels' host build needs it")
+        d = tempfile.mkdtemp(prefix="nl_nn_host")
+        src, lib = os.path.join(d, "nn.cpp"), os.path.join(d, "nn.so")
+        with open(src, "w") as f:
+            f.write(NS.host_source())
+        subprocess.run(["g++", "-O2", "-shared", "-fPIC", "-o", lib, src], check=True)
+        _HOST_NN.append(ctypes.CDLL(lib))
+    return _HOST_NN[0]
+
+
 class FakeDevice:
     compute_capability, arch, sm_count = (9, 0), "sm_90", 132
 
     def __init__(self, kernels):
-        self.arena = np.zeros(1 << 24, dtype=np.uint8)
+        self.arena = np.zeros(1 << 26, dtype=np.uint8)
         self.top = 0
         self.kernels = kernels
         self.context = object()
@@ -537,7 +561,24 @@ class FakeFunction:
                 G.rng_normal_reference
             self.dev.view(ptr, (n,), (1,), np.float32)[...] = ref(key, n, *extra)
             return
+        if self.name.startswith(("nl_im2col", "nl_col2im", "nl_pool")):
+            self.host_call(args)
+            return
         run_stage(self.dev, *self.dev.kernels[self.name], args)
+
+
+    def host_call(self, args):
+        """The kernel's host build on the arena (device pointers mapped to its memory)."""
+        fn = getattr(host_nn(), self.name)
+        fn.argtypes = [_CTYPES[c] for c in self.fmt]
+        base, size = self.dev.arena.ctypes.data, self.dev.arena.size
+        mapped = []
+        for c, a in zip(self.fmt, args):
+            if c == "P" and a:
+                assert ARENA_BASE <= a < ARENA_BASE + size, (self.name, a)
+                a = a - ARENA_BASE + base
+            mapped.append(None if c == "P" and not a else a)
+        fn(*mapped)
 
 
 def run_stage(dev, k, stage, meta, ctype, out_dtype, args):

@@ -66,6 +66,7 @@ from ...tensor import Tensor
 from .. import reference
 from ..backend import Backend
 from ..engine import DEBUG
+from .nn import GPUNNOpsMixin
 
 FLOAT_DTYPES = frozenset(np.dtype(t) for t in ("float16", "float32", "float64"))
 
@@ -434,7 +435,7 @@ class _Program:
             be._copy(out, target)
 
 
-class NervanaGPU(Backend):
+class NervanaGPU(GPUNNOpsMixin, Backend):
     """neon's GPU backend: device tensors, fused CUDA kernels, cuBLAS GEMM."""
 
     backend_name = "gpu"
