@@ -284,3 +284,30 @@ def test_bad_operands_are_clear_errors_and_leave_outputs_untouched(both):
                        gpu.empty(pool_big.dimO, dtype=np.uint8))
     with pytest.raises(ValueError, match="max pooling needs the argmax"):
         gpu.bprop_pool(pl, gpu.ones(pl.dimO), gpu.empty(pl.dimI))
+
+
+@pytest.mark.parametrize("script,epochs,most", [("convnet.py", "1", 30.0),
+                                                ("mnist_mlp.py", "2", 30.0)])
+def test_examples_train_on_the_emulated_gpu_as_on_the_cpu(gpu, tmp_path, monkeypatch,  # noqa: F811
+                                                           script, epochs, most):
+    """`python examples/<script> -b gpu` in this process, its backend on the emulated device
+    (the fixture's patches make every NervanaGPU one), against the same run on the CPU: the host
+    RandomState draws the same initial weights, so the two learn the same model."""
+    import contextlib
+    import io
+    import os
+    import re
+    import runpy
+    import sys
+    pytest.importorskip("sklearn")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    errors = []
+    for b in ("gpu", "cpu"):
+        monkeypatch.setattr(sys, "argv", [script, "-b", b, "-r", "0", "-z", "32", "-e", epochs,
+                                          "-w", str(tmp_path), "--no_progress_bar"])
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            runpy.run_path(os.path.join(root, "examples", script), run_name="__main__")
+        errors.append(float(re.search(r"Misclassification error = ([\d.]+)%",
+                                      out.getvalue()).group(1)))
+    assert errors[0] <= most and abs(errors[0] - errors[1]) <= 1.0, errors

@@ -525,16 +525,23 @@ class FakeDevice:
     def __init__(self, kernels):
         self.arena = np.zeros(1 << 26, dtype=np.uint8)
         self.top = 0
+        self.free = {}          # block size -> device pointers of freed blocks
         self.kernels = kernels
         self.context = object()
         self.cublas = FakeCublas(self)
         self.launches = []
 
     def alloc(self, nbytes):
+        """An allocation (int() is its device pointer) whose block returns to a free list of its
+        size when it is dropped, as pycuda's pooled allocations do."""
+        size = -(-max(nbytes, 1) // 256) * 256
+        free = self.free.get(size)
+        if free:
+            return FakeAllocation(self, free.pop(), size)
         at = self.top
-        self.top += -(-max(nbytes, 1) // 256) * 256
+        self.top += size
         assert self.top <= self.arena.size, "emulated device memory exhausted"
-        return ARENA_BASE + at
+        return FakeAllocation(self, ARENA_BASE + at, size)
 
     def view(self, ptr, shape, strides, dtype):
         dtype = np.dtype(dtype)
@@ -546,6 +553,19 @@ class FakeDevice:
 
     def synchronize(self):
         pass
+
+
+class FakeAllocation:
+    __slots__ = ("dev", "ptr", "size")
+
+    def __init__(self, dev, ptr, size):
+        self.dev, self.ptr, self.size = dev, ptr, size
+
+    def __int__(self):
+        return self.ptr
+
+    def __del__(self):
+        self.dev.free.setdefault(self.size, []).append(self.ptr)
 
 
 class FakeFunction:
