@@ -311,3 +311,33 @@ def test_examples_train_on_the_emulated_gpu_as_on_the_cpu(gpu, tmp_path, monkeyp
         errors.append(float(re.search(r"Misclassification error = ([\d.]+)%",
                                       out.getvalue()).group(1)))
     assert errors[0] <= most and abs(errors[0] - errors[1]) <= 1.0, errors
+
+
+def test_conv_and_pool_nodes_run_as_gpu_stages_and_differentiate_as_on_the_cpu(both):
+    """Op-tree conv and pool nodes (neonlike/compound.py) become COMPOUND stages that run the
+    GPU's conv and pool kernels (no host evaluation), and Autodiff's gradients through them
+    match the CPU's."""
+    from neonlike.backends.autodiff import Autodiff
+    from neonlike.compound import conv, pool
+    gpu, cpu = both
+    rng = np.random.default_rng(9)
+    xv, fv = rng.normal(size=(2, 1, 7, 6, 3)), rng.normal(size=(2, 1, 3, 3, 4))
+    geometry = dict(padding=(0, 1, 1), strides=(1, 1, 2), dilation=(1, 1, 1))
+    res = []
+    for be in both:
+        X, F = be.array(xv), be.array(fv)
+        y = be.tanh(conv(X, F, **geometry))
+        z = pool(y, "max", (1, 2, 2), (0, 1, 0), (1, 2, 1)) * 2.0 + \
+            pool(y, "avg", (1, 2, 2), (0, 1, 0), (1, 2, 1))
+        out = be.empty(z.shape)
+        before = len(gpu.fake.launches)
+        out[:] = z
+        if be is gpu:
+            names = gpu.fake.launches[before:]
+            assert any(n.startswith("nl_im2col") for n in names)
+            assert sum(n.startswith("nl_pool") for n in names) == 2
+        loss = be.sum(be.reshape(z * z, (1, -1)), axis=1)
+        grads = Autodiff(loss, be).get_grad_asnumpyarray([X, F])
+        res.append([out.get()] + grads)
+    for g, c in zip(*res):
+        close(g, c, np.float32)

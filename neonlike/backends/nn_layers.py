@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..compound import output_dim
+from ..memo import Memo
 
 ALGOS = ("direct", "im2col")
 CONV_OPS = ("fprop", "bprop", "update")
@@ -155,3 +156,23 @@ def check_index_dtype(dt: np.dtype, window: int) -> None:
     if dt.kind in "iu" and np.iinfo(dt).max < window - 1:
         raise ValueError(f"fprop_pool: argmax dtype {dt} cannot hold window positions up to "
                          f"{window - 1}; use a wider integer type")
+
+
+_COMPOUND_LAYERS = Memo("nn.compound_layers", 256)   # (kind, dtype, shapes, attrs) -> layer
+
+
+def compound_layer(kind: str, dtype: np.dtype, dimI: tuple, trs: tuple, K: int, d: dict) -> Any:
+    """The ConvLayer ('conv') or PoolLayer ('pool') of a compound node (neonlike/compound.py)
+    with attrs `d`, input shape dimI, window trs and K filters; made once per geometry."""
+    g = d["geometry"]
+    key = (kind, dtype.str, dimI, trs, K, g, d.get("pool_op"))
+    layer = _COMPOUND_LAYERS.get(key)
+    if layer is None:
+        C, D, H, W, N = dimI
+        if kind == "conv":
+            layer = ConvLayer(dtype, N, C, K, D, H, W, *trs, *g)
+        else:
+            layer = PoolLayer(dtype, d["pool_op"], N, C, D, H, W, 1, *trs, 0, *g[:3],
+                              1, *g[3:6])
+        _COMPOUND_LAYERS.put(key, layer)
+    return layer

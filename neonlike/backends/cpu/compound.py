@@ -5,7 +5,8 @@ layer does.
 
     run(be, node_dict, dst, operands)   # dst and operands: host arrays in the compute dtype
 
-Layer objects are made once per geometry (a small memo), as a layer does in its configure step.
+Layer objects are made once per geometry (nn_layers.compound_layer), as a layer does in its
+configure step.
 Max pooling's gradient finds each window's argmax again from the input (one more pooling pass;
 the node holds no argmax buffer between statements).
 """
@@ -15,11 +16,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ...memo import Memo
 from ...ops import Op
-from .layer import ConvLayer, PoolLayer
-
-_LAYERS = Memo("cpu.compound_layers", 256)   # (op, dtype, shapes, attrs) -> ConvLayer | PoolLayer
+from ..nn_layers import compound_layer
 
 
 class _Host:
@@ -34,43 +32,28 @@ class _Host:
         return self.a
 
 
-def _layer(kind: str, dtype: np.dtype, dimI: tuple, trs: tuple, K: int, d: dict) -> Any:
-    g = d["geometry"]
-    key = (kind, dtype.str, dimI, trs, K, g, d.get("pool_op"))
-    layer = _LAYERS.get(key)
-    if layer is None:
-        C, D, H, W, N = dimI
-        if kind == "conv":
-            layer = ConvLayer(dtype, N, C, K, D, H, W, *trs, *g)
-        else:
-            layer = PoolLayer(dtype, d["pool_op"], N, C, D, H, W, 1, *trs, 0, *g[:3],
-                              1, *g[3:6])
-        _LAYERS.put(key, layer)
-    return layer
-
-
 def _conv(be: Any, d: dict, dst: np.ndarray, I: np.ndarray, F: np.ndarray) -> None:
-    layer = _layer("conv", dst.dtype, I.shape, F.shape[1:4], F.shape[4], d)
+    layer = compound_layer("conv", dst.dtype, I.shape, F.shape[1:4], F.shape[4], d)
     be.fprop_conv(layer, _Host(I), _Host(F), _Host(dst))
 
 
 def _conv_bprop(be: Any, d: dict, dst: np.ndarray, E: np.ndarray, F: np.ndarray) -> None:
-    layer = _layer("conv", dst.dtype, dst.shape, F.shape[1:4], F.shape[4], d)
+    layer = compound_layer("conv", dst.dtype, dst.shape, F.shape[1:4], F.shape[4], d)
     be.bprop_conv(layer, _Host(F), _Host(E), _Host(dst))
 
 
 def _conv_update(be: Any, d: dict, dst: np.ndarray, I: np.ndarray, E: np.ndarray) -> None:
-    layer = _layer("conv", dst.dtype, I.shape, dst.shape[1:4], dst.shape[4], d)
+    layer = compound_layer("conv", dst.dtype, I.shape, dst.shape[1:4], dst.shape[4], d)
     be.update_conv(layer, _Host(I), _Host(E), _Host(dst))
 
 
 def _pool(be: Any, d: dict, dst: np.ndarray, I: np.ndarray) -> None:
-    layer = _layer("pool", dst.dtype, I.shape, d["window"], 0, d)
+    layer = compound_layer("pool", dst.dtype, I.shape, d["window"], 0, d)
     be.fprop_pool(layer, _Host(I), _Host(dst))
 
 
 def _pool_bprop(be: Any, d: dict, dst: np.ndarray, I: np.ndarray, E: np.ndarray) -> None:
-    layer = _layer("pool", dst.dtype, I.shape, d["window"], 0, d)
+    layer = compound_layer("pool", dst.dtype, I.shape, d["window"], 0, d)
     argmax = None
     if layer.op == "max":
         argmax = _Host(np.empty(layer.dimO, dtype=np.int32))

@@ -3,8 +3,9 @@
     out[:] = tree -> plan.walk (signature) -> Program (cached by signature: plan.make_plan, each
     FUSED stage rendered by render_cuda, compiled by nvcc (compile.py: disk cache keyed by
     source, arch and toolkit) and loaded once per device) -> per stage: FUSED launch, GEMM
-    through cuBLAS (cublas.py), HOST through the numpy reference interpreter on host copies
-    (then uploaded).
+    through cuBLAS (cublas.py), COMPOUND (conv, pool nodes) through the backend's conv and pool
+    ops (nn.py, compound.py), HOST through the numpy reference interpreter on host copies (then
+    uploaded).
 
 Memory comes from one pycuda DeviceMemoryPool per device; a GPUTensor is an allocation, a byte
 offset, a shape and strides in elements (views never copy). The device state (primary context,
@@ -426,7 +427,10 @@ class _Program:
             elif stage.kind is P.StageKind.GEMM:
                 a, b = P.gemm_operands(stage, bufs)
                 be._matmul(a, b, dst, 1.0, 0.0)
-            elif stage.inputs:    # HOST, and COMPOUND (no CUDA conv kernels yet): on the host
+            elif stage.kind is P.StageKind.COMPOUND:
+                from . import compound
+                compound.run(be, nodes[stage.node][0], dst, [bufs[b] for b in stage.inputs])
+            elif stage.inputs:    # HOST: on the host
                 dst._store(reference.evaluate_op(nodes[stage.node][0],
                                                  [bufs[b].get() for b in stage.inputs], dt))
             else:
