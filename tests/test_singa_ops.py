@@ -103,6 +103,8 @@ CASES = [
     ("softmax_axis0", lambda a, x: a.softmax(x, 0), lambda x: softmax(x, 0), [(2, 3)], (-2, 2), []),
     ("mse_loss", lambda a, x, t: a.mse_loss(x, t), lambda x, t: [np.sum((x - t) ** 2) / 4],
      [(2, 3), (2, 3)], (-2, 2), []),
+    ("mse_loss_4d", lambda a, x, t: a.mse_loss(x, t), lambda x, t: [np.sum((x - t) ** 2) / 4],
+     [(2, 1, 3, 2), (2, 1, 3, 2)], (-2, 2), []),
     ("MeanSquareError", lambda a, x, t: a.MeanSquareError()(x, t)[0],
      lambda x, t: [np.sum((x - t) ** 2) / 4], [(2, 3), (2, 3)], (-2, 2), []),
     ("cross_entropy", lambda a, y, t: a.cross_entropy(y, t),

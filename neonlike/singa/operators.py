@@ -427,7 +427,10 @@ class MeanSquareError(TreeOp):
 
     def make(self, be: Any, x: Any, t: Any) -> Any:
         d = x - t
-        return build(Op.SUM, d * d, None, axis=None, keepdims=True) * (0.5 / self.n)
+        total = build(Op.SUM, d * d, None, axis=None, keepdims=True)
+        if len(total.shape) > 2:     # (1, 1, 1, 1) of an NCHW x: the (1,) result's (1, 1)
+            total = build(Op.RESHAPE, total, None, newshape=(1, 1))
+        return total * (0.5 / self.n)
 
 
 # ---------------------------------------------------------------- products
