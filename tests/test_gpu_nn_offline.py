@@ -1,8 +1,8 @@
-"""The GPU backend's convolution, pooling and batch norm (gpu/nn.py) on the emulated device of
-test_gpu_offline.py: the kernels of gpu/nn_source.py run as their host build (g++), cuBLAS as
-emulated GEMM, op-trees as numpy stages; every result compared with the CPU backend's, whose
-kernels tests/test_nn_ops.py checks against numpy. What this cannot check is CUDA itself: the
-kernels compile with nvcc here and launch only on a GPU (tests/test_gpu.py).
+"""The GPU backend's convolution, pooling and batch norm (gpu/nn.py), every result compared with
+the CPU backend's (whose kernels tests/test_nn_ops.py checks against numpy), on two devices:
+'emulated', test_gpu_offline.py's (the kernels of gpu/nn_source.py run as their host build
+(g++), cuBLAS as emulated GEMM, op-trees as numpy stages), and 'device', a real GPU (skipped,
+with the reason, where gen_backend('gpu') cannot be made). The kernels compile with nvcc here.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from neonlike.backends.gpu import compile as CC
 from neonlike.backends.gpu import nn as GN
 from neonlike.backends.gpu import nn_source as NS
 
+from conftest import make_backend
 from test_gpu_offline import cpu, gpu, needs_nvcc  # noqa: F401  (fixtures)
 
 TOL = {np.float64: 1e-10, np.float32: 2e-5, np.float16: 2e-2}
@@ -63,8 +64,11 @@ def conv_layers(case, dtype):
 BES: list = []
 
 
-@pytest.fixture
-def both(gpu, cpu, monkeypatch):  # noqa: F811
+@pytest.fixture(params=["emulated", "device"])
+def both(request, cpu, monkeypatch):  # noqa: F811
+    """(GPU backend, CPU backend), the GPU emulated or real."""
+    gpu = request.getfixturevalue("gpu") if request.param == "emulated" else \
+        make_backend("gpu")
     # blocks of a few columns, so that every conv runs over several im2col blocks
     monkeypatch.setattr(GN, "CHUNK_BYTES", 700)
     BES[:] = [gpu, cpu]
@@ -330,9 +334,10 @@ def test_conv_and_pool_nodes_run_as_gpu_stages_and_differentiate_as_on_the_cpu(b
         z = pool(y, "max", (1, 2, 2), (0, 1, 0), (1, 2, 1)) * 2.0 + \
             pool(y, "avg", (1, 2, 2), (0, 1, 0), (1, 2, 1))
         out = be.empty(z.shape)
-        before = len(gpu.fake.launches)
+        emulated = hasattr(gpu, "fake")
+        before = len(gpu.fake.launches) if emulated else 0
         out[:] = z
-        if be is gpu:
+        if be is gpu and emulated:
             names = gpu.fake.launches[before:]
             assert any(n.startswith("nl_im2col") for n in names)
             assert sum(n.startswith("nl_pool") for n in names) == 2

@@ -443,6 +443,14 @@ class Layer:
                                  f"{param.shape}, got {value.shape}")
             param.copy_from_numpy(value)
 
+    def device_check(self, *inputs: Any) -> None:
+        """Move every tensor given to the first one's device (SINGA's: a layer's parameters,
+        made on the default device, follow the input it is called on)."""
+        dev = inputs[0].device
+        for t in inputs[1:]:
+            if t is not None and t.device is not dev:
+                t.to_device(dev)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError
 

@@ -18,6 +18,7 @@ from .plans import PLANS_MAX
 from .pool import HostPool
 
 _DEFAULT: list = []
+_CPU: list = []      # create_cpu_device's while the default is another device
 
 
 class Device:
@@ -89,7 +90,14 @@ def get_default_device() -> Device:
 
 
 def create_cpu_device() -> Device:
-    return get_default_device()
+    """The host device: the default one while that is the 'cpu' backend, else a 'cpu' device
+    of its own (made once), never the GPU that create_cuda_gpu made the default."""
+    dev = get_default_device()
+    if dev.backend_name == "cpu":
+        return dev
+    if not _CPU:
+        _CPU.append(Device("cpu"))
+    return _CPU[0]
 
 
 def set_default_device(dev: Device) -> None:

@@ -275,13 +275,14 @@ class _BatchNorm2d(Operation):
             unbiased = n / (n - 1) if n > 1 else 1.0
             be.batch_moments(x3, mean, var, inv, eps, (rm.writable(), rv.writable()), 1.0 - m,
                              (m, m * unbiased))
+            mean3, inv3 = mean, inv          # (1, C, 1), as batch_grad_sums takes them
             mean, inv = mean.reshape(col), inv.reshape(col)
             # gamma * inv as the layer's own tensor: the input gradient then reads no parameter,
             # so the optimizer's update of the scale does not force it to run (CTensor.settle)
             # and it stays lazy, fused with what reads it
             ginv = alloc(col, x.dtype)
             ginv[:] = inv * gamma
-            self.x3, self.mean3, self.inv3, self.ginv, self.n = x3, mean, inv, ginv, n
+            self.x3, self.mean3, self.inv3, self.ginv, self.n = x3, mean3, inv3, ginv, n
             self.x, self.mean, self.inv, self.held = xv, mean, inv, held
             y = (xv - mean) * ginv + beta
         else:
@@ -358,6 +359,7 @@ class Linear(Layer):
     def __call__(self, x: Tensor) -> Tensor:
         if x.ndim() != 2 or x.shape[1] != self.in_features:
             raise ValueError(f"Linear: expected input (N, {self.in_features}), got {x.shape}")
+        self.device_check(x, self.W, self.b if self.bias else None)
         y = F.matmul(x, self.W)
         return F.add_bias(y, self.b, axis=0) if self.bias else y
 
@@ -392,6 +394,7 @@ class Conv2d(Layer):
         if x.ndim() != 4 or x.shape[1] != self.in_channels:
             raise ValueError(f"Conv2d: expected input (N, {self.in_channels}, H, W), got "
                              f"{x.shape}")
+        self.device_check(x, self.W, self.b if self.bias else None)
         if self.group == 1:
             return conv2d(self.handle, x, self.W, self.b if self.bias else None)
         g = self.group
@@ -414,6 +417,7 @@ class BatchNorm2d(Layer):
         self.handle = BatchNormHandle(momentum)
 
     def __call__(self, x: Tensor) -> Tensor:
+        self.device_check(x, self.scale, self.bias, self.running_mean, self.running_var)
         return batchnorm_2d(self.handle, x, self.scale, self.bias, self.running_mean,
                             self.running_var)
 
@@ -492,6 +496,7 @@ class RNN(Layer):
         return F.tanh(a) if self.nonlinearity == "tanh" else F.relu(a)
 
     def __call__(self, xs: Any, h0: Tensor) -> tuple:
+        self.device_check(h0, self.Wx, self.Wh, self.b)
         out, h = [], h0
         for x in xs:
             h = self.step_forward(x, h)
@@ -525,6 +530,7 @@ class LSTM(Layer):
 
     def __call__(self, xs: Any, hc: tuple) -> tuple:
         h, c = hc
+        self.device_check(h, self.Wx, self.Wh, self.b)
         out = []
         for x in xs:
             h, c = self.step_forward(x, h, c)

@@ -22,9 +22,10 @@ needs another one. Choices:
   that order first if its layout differs.
 * Every size must be known by `run`: a Placeholder without a value is an error naming it. A
   graph input (a variable no operator computes) must be fed, with the variable's shape.
-* Views are host numpy views, so the CPU backends ('cpu', 'mkl') run these graphs; the
-  default backend is neon's current one (`NervanaObject.be`) where it is one of them, else
-  `gen_backend('cpu')`, which (as always in neon) becomes the current one.
+* Views are numpy views on the CPU backends ('cpu', 'mkl') and strided views of the same memory
+  on the 'gpu' backend (`run(..., backend='gpu')`); the default backend is neon's current one
+  (`NervanaObject.be`) where it is a CPU one, else `gen_backend('cpu')`, which (as always in
+  neon) becomes the current one.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
+from ..tensor import Tensor
 from .graph.operators import (Convolution2d, Elementwise, Linear, Pooling2D, Reshape, Softmax,
                               Transpose)
 from .graph.placeholder import Placeholder
@@ -56,6 +58,16 @@ def known_shape(v: Variable) -> tuple:
             raise ValueError(f"run: {v} has a size not known yet; set placeholder "
                              f"{', '.join(n.unresolved_labels())} first")
     return tuple(int(n) for n in v.shape)
+
+
+def _host(t: Any) -> np.ndarray:
+    """An engine tensor's values as a numpy array (the array itself on a CPU backend)."""
+    return t._tensor if hasattr(t, "_tensor") else t.get()
+
+
+def _dense(t: Any) -> bool:
+    """Whether an engine tensor is C-ordered and contiguous."""
+    return t._tensor.flags.c_contiguous if hasattr(t, "_tensor") else t.is_contiguous
 
 
 def _on_host(backend: Any) -> bool:
@@ -97,11 +109,11 @@ class Lowering:
     # ---- storage and views
     def store(self, value: Value) -> Any:
         """The value as an engine Tensor (a tree is assigned to a new tensor: one statement)."""
-        if hasattr(value.data, "_tensor"):
+        if isinstance(value.data, Tensor):
             return value.data
         if not hasattr(value.data, "shape"):
-            raise TypeError(f"run needs a CPU backend (host views); {type(self.be).__name__} "
-                            f"gave {type(value.data).__name__}")
+            raise TypeError(f"run: expected an engine Tensor or op-tree from "
+                            f"{type(self.be).__name__}, got {type(value.data).__name__}")
         out = self.be.empty(engine_shape(value.shape), dtype=self.dtype)
         out[:] = value.data
         self.statements += 1
@@ -111,10 +123,15 @@ class Lowering:
         """A view of the stored value with dimensions `axes` (None: a new size-1 dimension; an
         axis the value lacks broadcasts as size 1)."""
         t = self.store(value)
-        host = t._tensor.reshape(value.shape)
         present = [a for a in axes if a is not None and a in value.axes]
-        host = host.transpose([value.axes.index(a) for a in present])
         shape = [value.shape[value.axes.index(a)] if a in present else 1 for a in axes]
+        if not hasattr(t, "_tensor"):    # a device tensor: the same memory, strides permuted
+            t = t.reshape(value.shape)
+            strides = [t.strides[value.axes.index(a)] if a in present else 0 for a in axes]
+            strides += [0] * (len(engine_shape(shape)) - len(shape))
+            return t._derived(engine_shape(shape), 0, tuple(strides))
+        host = t._tensor.reshape(value.shape)
+        host = host.transpose([value.axes.index(a) for a in present])
         return t._derived(host.reshape(engine_shape(shape)))
 
     def in_layout(self, value: Value, axes: tuple) -> Any:
@@ -150,7 +167,7 @@ class Lowering:
 
     def fetch(self, v: Variable) -> np.ndarray:
         value = self.value(v)
-        host = self.store(value)._tensor.reshape(value.shape)
+        host = _host(self.store(value)).reshape(value.shape)
         return np.array(host.transpose([value.axes.index(a) for a in v.order.axes]))
 
 
@@ -189,7 +206,7 @@ def _convolution(lw: Lowering, op: Convolution2d) -> list:
     lw.be.fprop_conv(layer, inputs, filters, out)
     lw.compound_ops += 1
     _, _, ho, wo = y.order.axes
-    return [Value(out._derived(out._tensor.reshape(k, p, q, n)), (a["C2"], ho, wo, a["N"]),
+    return [Value(out.reshape(k, p, q, n), (a["C2"], ho, wo, a["N"]),
                   (k, p, q, n))]
 
 
@@ -206,7 +223,7 @@ def _pooling(lw: Lowering, op: Pooling2D) -> list:
     lw.be.fprop_pool(layer, inputs, out)
     lw.compound_ops += 1
     _, _, ho, wo = y.order.axes
-    return [Value(out._derived(out._tensor.reshape(c, p, q, n)), (a["C"], ho, wo, a["N"]),
+    return [Value(out.reshape(c, p, q, n), (a["C"], ho, wo, a["N"]),
                   (c, p, q, n))]
 
 
@@ -219,12 +236,12 @@ def _linear(lw: Lowering, op: Linear) -> list:
     rows, k, m = int(np.prod([sizes[ax] for ax in kept])), sizes[c1], \
         dict(zip(w.order.axes, known_shape(w)))[c2]
     left = lw.view(xv, kept + (c1,))
-    if not left._tensor.flags.c_contiguous:      # GEMM reads it as (rows, k): lay it out so
+    if not _dense(left):      # GEMM reads it as (rows, k): lay it out so
         dense = lw.be.empty(left.shape, dtype=lw.dtype)
         dense[:] = left
         lw.statements += 1
         left = dense
-    left = left._derived(left._tensor.reshape(rows, k))
+    left = left.reshape(rows, k)
     product = lw.be.dot(left, lw.view(lw.value(w), (c1, c2)))
     if len(kept) == 1:
         return [Value(product, kept + (c2,), (rows, m))]
@@ -232,7 +249,7 @@ def _linear(lw: Lowering, op: Linear) -> list:
     out[:] = product
     lw.statements += 1
     shape = tuple(sizes[ax] for ax in kept) + (m,)
-    return [Value(out._derived(out._tensor.reshape(engine_shape(shape))), kept + (c2,), shape)]
+    return [Value(out.reshape(engine_shape(shape)), kept + (c2,), shape)]
 
 
 def _softmax(lw: Lowering, op: Softmax) -> list:
@@ -251,12 +268,12 @@ def _reshape(lw: Lowering, op: Reshape) -> list:
     x, y = op.inputs["x"], op.outputs["y"]
     xv = lw.value(x)
     t = lw.store(xv) if xv.axes == x.order.axes else None
-    if t is None or not t._tensor.flags.c_contiguous:
+    if t is None or not _dense(t):
         t = lw.be.empty(engine_shape(known_shape(x)), dtype=lw.dtype)
         t[:] = lw.in_layout(xv, x.order.axes)
         lw.statements += 1
     shape = known_shape(y)
-    return [Value(t._derived(t._tensor.reshape(engine_shape(shape))), y.order.axes, shape)]
+    return [Value(t.reshape(engine_shape(shape)), y.order.axes, shape)]
 
 
 LOWERINGS: dict[type, Callable[[Lowering, Any], list]] = {
@@ -267,7 +284,8 @@ LOWERINGS: dict[type, Callable[[Lowering, Any], list]] = {
 
 def run(outputs: Any, feeds: dict, backend: Any = None, dtype: Any = np.float32) -> Any:
     """The values of `outputs` (a Variable or a list of them) as numpy arrays in their orders,
-    given `feeds` ({input Variable: array}); `backend` a CPU backend or its name."""
+    given `feeds` ({input Variable: array}); `backend` a backend or its name ('cpu', 'mkl',
+    'gpu')."""
     single = isinstance(outputs, Variable)
     outs = [outputs] if single else list(outputs)
     lw = Lowering(backend, dtype)
