@@ -18,6 +18,7 @@ from neonlike.backends.gpu import nn_source as NS
 from conftest import make_backend
 from test_gpu_offline import cpu, gpu, needs_nvcc  # noqa: F401  (fixtures)
 
+DEFAULT_CHUNK = GN.CHUNK_BYTES
 TOL = {np.float64: 1e-10, np.float32: 2e-5, np.float16: 2e-2}
 
 
@@ -292,11 +293,12 @@ def test_bad_operands_are_clear_errors_and_leave_outputs_untouched(both):
 
 @pytest.mark.parametrize("script,epochs,most", [("convnet.py", "1", 30.0),
                                                 ("mnist_mlp.py", "2", 30.0)])
-def test_examples_train_on_the_emulated_gpu_as_on_the_cpu(gpu, tmp_path, monkeypatch,  # noqa: F811
-                                                           script, epochs, most):
-    """`python examples/<script> -b gpu` in this process, its backend on the emulated device
-    (the fixture's patches make every NervanaGPU one), against the same run on the CPU: the host
+def test_examples_train_on_the_gpu_as_on_the_cpu(both, tmp_path, monkeypatch, script, epochs,
+                                                  most):
+    """`python examples/<script> -b gpu` in this process (emulated: the fixture's patches make
+    every NervanaGPU one on the emulated device), against the same run on the CPU: the host
     RandomState draws the same initial weights, so the two learn the same model."""
+    monkeypatch.setattr(GN, "CHUNK_BYTES", DEFAULT_CHUNK)   # whole layers, not a few columns
     import contextlib
     import io
     import os
