@@ -350,3 +350,20 @@ def test_conv_and_pool_nodes_run_as_gpu_stages_and_differentiate_as_on_the_cpu(b
         res.append([out.get()] + grads)
     for g, c in zip(*res):
         close(g, c, np.float32)
+
+
+def test_lrn_matches_the_cpu(both):
+    """neon's LRN (op-trees over a padded scratch buffer, the same code on every device)."""
+    rng = np.random.default_rng(6)
+    dims = (6, 1, 3, 4, 5)
+    iv, ev = rng.normal(size=dims), rng.normal(size=dims)
+    res = []
+    for be in both:
+        layer = be.lrn_layer(np.float32, 5, 6, 1, 3, 4, J=5)
+        I, E = be.array(iv), be.array(ev)
+        O, denom, delta = be.empty(dims), be.empty(dims), be.empty(dims)
+        be.fprop_lrn(layer, I, O, denom, ascale=0.3, bpower=0.75)
+        be.bprop_lrn(layer, I, O, E, delta, denom, ascale=0.3, bpower=0.75)
+        res.append([t.get() for t in (O, denom, delta)])
+    for g, c in zip(*res):
+        close(g, c, np.float32)

@@ -20,6 +20,7 @@ from ..optree import (_MAKERS, OpDict, OpTreeNode, Operators, _dict_update, _new
                       hotpath, shape_of)
 from ..tensor import Tensor
 from .host_ops import HostOpsMixin
+from .lrn import LRNOpsMixin
 from .rnn import RNNOpsMixin
 
 __all__ = ["Backend", "Tensor", "OpTreeNode"]
@@ -39,7 +40,7 @@ def _check_bn(op: str, x: Any, full: tuple, rows: tuple) -> None:
             raise ValueError(f"{op}: {name} has shape {t.shape}, expected {(x.shape[0], 1)}")
 
 
-class Backend(HostOpsMixin, RNNOpsMixin):
+class Backend(HostOpsMixin, RNNOpsMixin, LRNOpsMixin):
     """The device-independent half of a backend. See the module docstring for the device half."""
 
     backend_name = "abstract"

@@ -14,7 +14,6 @@ from .. import reference
 from ..backend import Backend
 from .extra_ops import CPUExtraOpsMixin
 from .gemm import gemm
-from .lrn import CPULRNMixin
 from .nn import NNOpsMixin
 from .rnn import CPURNNMixin
 
@@ -115,7 +114,7 @@ class CPUTensor(Tensor):
         return CPUTensor(self.backend, flat.view(dt).reshape(shape), name, base=self)
 
 
-class NervanaCPU(CPURNNMixin, CPULRNMixin, CPUExtraOpsMixin, NNOpsMixin, Backend):
+class NervanaCPU(CPURNNMixin, CPUExtraOpsMixin, NNOpsMixin, Backend):
     """neon's CPU backend on numpy."""
 
     backend_name = "cpu"

@@ -1,4 +1,5 @@
-"""Local response normalisation across channels (neon's lrn_layer / fprop_lrn / bprop_lrn).
+"""Local response normalisation across channels (neon's lrn_layer / fprop_lrn / bprop_lrn), as
+op-trees on every device (the Backend base inherits LRNOpsMixin).
 
 The window sum over channels is one op-tree over shifted row views of a zero-padded scratch
 buffer (C + J - 1, D*H*W*N): J slices of the same shape added, so no host loop over pixels.
@@ -44,8 +45,8 @@ def _rows(t: Any, layer: LRNLayer, name: str, op: str) -> Any:
         raise ValueError(f"{op}: {name} must be contiguous ({e})") from None
 
 
-class CPULRNMixin:
-    """neon's LRN ops on the CPU backend."""
+class LRNOpsMixin:
+    """neon's LRN ops, op-trees on the backend's own tensors."""
 
     def lrn_layer(self, dtype: Any, N: int, C: int, D: int = 1, H: int = 1, W: int = 1,
                   J: int = 1) -> LRNLayer:
