@@ -37,11 +37,19 @@ def test_nn_kernels_compile_for_sm90(tmp_path, monkeypatch):
 
 
 def test_kernel_names_and_formats_match_the_source():
-    for base, dtype in itertools.product(("nl_im2col", "nl_col2im", "nl_pool", "nl_pool_bprop"),
-                                         ("float32", "float64")):
-        name, fmt = NS.kernel(base, dtype)
-        assert f"void {base}_##suffix(" in NS.NN_SOURCE
-        assert set(fmt) <= set("PqifD" if dtype == "float64" else "Pqif") | {"d"}
+    """Every (kernel, dtype, index width) is instantiated, and its pycuda format has one letter a
+    parameter of the extern "C" signature."""
+    for base, dtype, wide in itertools.product(("nl_im2col", "nl_col2im", "nl_pool",
+                                                "nl_pool_bprop"), ("float32", "float64"),
+                                               (False, True)):
+        name, fmt = NS.kernel(base, dtype, wide)
+        assert name.endswith("_i64") == wide and name.startswith(base)
+        head = NS.NN_SOURCE.split(f"void {base}_##suffix##isuffix(")[1].split(")")[0]
+        params = head.replace("NL_CONV_GEOMETRY", ",".join(NS.CONV_GEOMETRY)) \
+            .replace("NL_POOL_GEOMETRY", ",".join(NS.POOL_GEOMETRY)).split(",")
+        assert len(params) == len(fmt), (name, params, fmt)
+        scalar = "d" if dtype == "float64" else "f"
+        assert set(fmt) <= set("Pqi") | {scalar}
 
 
 # (N, C, K, DHW, TRS, pad, stride, dilation, filter_layout)
@@ -367,3 +375,18 @@ def test_lrn_matches_the_cpu(both):
         res.append([t.get() for t in (O, denom, delta)])
     for g, c in zip(*res):
         close(g, c, np.float32)
+
+
+def test_the_64_bit_index_kernels_match_the_cpu(both, monkeypatch):
+    """The _i64 variants (taken where an index could pass 2**31 - 1), forced on small shapes."""
+    monkeypatch.setattr(GN, "INDEX32_MAX", 0)
+    log = getattr(both[0], "fake", None)
+    before = len(log.launches) if log else 0
+    for case in (CONVS[1], CONVS[3]):
+        test_conv_fprop_bprop_update_match_the_cpu(both, case, np.float64)
+    for case in (POOLS[3], POOLS[4]):
+        test_pool_fprop_bprop_match_the_cpu(both, case, np.float32)
+    if log:
+        names = [n for n in log.launches[before:] if n.startswith(("nl_im2col", "nl_col2im",
+                                                                   "nl_pool"))]
+        assert names and all(n.endswith("_i64") for n in names)

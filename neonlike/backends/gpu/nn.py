@@ -26,7 +26,7 @@ import numpy as np
 
 from ..nn_layers import (FILTER_LAYOUTS, ConvLayer, PoolLayer, check_index_dtype,
                          check_layer)
-from .layout import same_view
+from .layout import INDEX32_MAX, same_view
 from .nn_source import NN_SOURCE, POOL_OPS, kernel
 
 CHUNK_BYTES = 256 << 20   # im2col columns a block
@@ -136,8 +136,12 @@ class GPUNNOpsMixin:
         return PoolLayer(dtype, op, N, C, D, H, W, J, T, R, S, pad_c, pad_d, pad_h, pad_w,
                          str_c, str_d, str_h, str_w)
 
-    def _nn_launch(self, base: str, dtype: np.dtype, total: int, *args: Any) -> None:
-        name, fmt = kernel(base, dtype.name)
+    def _nn_launch(self, base: str, dtype: np.dtype, total: int, *args: Any,
+                   sizes: tuple = ()) -> None:
+        """Launch kernel `base` over `total` elements; `sizes`: the element counts its indices
+        reach (the 64-bit variant where one could pass 2**31 - 1)."""
+        index64 = max((total,) + sizes) + MAX_BLOCKS * BLOCK > INDEX32_MAX
+        name, fmt = kernel(base, dtype.name, index64)
         fn = self._device.function(NN_SOURCE, name, fmt)
         grid = max(1, min(-(-total // BLOCK), MAX_BLOCKS))
         fn.prepared_call((grid, 1), (BLOCK, 1, 1), *args)
@@ -220,7 +224,8 @@ class GPUNNOpsMixin:
         buf = self._empty((layer.CTRS * chunks[0][1],), dt)
         for j0, L in chunks:
             col = buf.share((layer.CTRS, L))
-            self._nn_launch("nl_im2col", dt, layer.CTRS * L, col.ptr, src.ptr, j0, L, *geometry)
+            self._nn_launch("nl_im2col", dt, layer.CTRS * L, col.ptr, src.ptr, j0, L, *geometry,
+                            sizes=(layer.sizeI, layer.sizeO))
             self._matmul(fm, col, o2[:, j0:j0 + L], alpha, 0.0)
 
     def _conv_bprop(self, layer: ConvLayer, err: Any, fm: Any, out: Any, alpha: float) -> None:
@@ -237,7 +242,8 @@ class GPUNNOpsMixin:
         for j0, L in chunks:
             col = buf.share((layer.CTRS, L))
             self._matmul(fm, e2[:, j0:j0 + L], col, alpha, 0.0)
-            self._nn_launch("nl_col2im", dt, out.size, out.ptr, col.ptr, j0, L, *geometry)
+            self._nn_launch("nl_col2im", dt, out.size, out.ptr, col.ptr, j0, L, *geometry,
+                            sizes=(layer.CTRS * L, layer.sizeO))
 
     def update_conv(self, layer: ConvLayer, I: Any, E: Any, U: Any, alpha: float = 1.0,
                     beta: float = 0.0, grad_bias: Any = None, layer_op: Any = None) -> None:
@@ -268,7 +274,7 @@ class GPUNNOpsMixin:
             for n, (j0, L) in enumerate(chunks):
                 col = buf.share((layer.CTRS, L))
                 self._nn_launch("nl_im2col", dt, layer.CTRS * L, col.ptr, i.ptr, j0, L,
-                                *geometry)
+                                *geometry, sizes=(layer.sizeI, layer.sizeO))
                 accumulate(col, e2[:, j0:j0 + L], beta if n == 0 else 1.0)
         if gb is not None:
             gb[:] = self.sum(e2, axis=1)
@@ -290,7 +296,7 @@ class GPUNNOpsMixin:
             am = ops.write(argmax, "argmax", layer.dimO, layer.dimO2, dtype=np.int32)
         geometry = layer.dimI + (layer.K,) + layer.MPQ + layer.JTRS + layer.geometry
         self._nn_launch("nl_pool", i.dtype, out.size, out.ptr, 0 if am is None else am.ptr,
-                        i.ptr, *geometry, POOL_OPS[layer.op], beta)
+                        i.ptr, *geometry, POOL_OPS[layer.op], beta, sizes=(layer.sizeI,))
         ops.commit()
 
     def bprop_pool(self, layer: PoolLayer, I: Any, O: Any, argmax: Any = None,
@@ -312,5 +318,6 @@ class GPUNNOpsMixin:
         out = ops.write(O, "O (the delta)", layer.dimI, layer.dimI2, keep=beta != 0.0)
         geometry = layer.dimI + (layer.K,) + layer.MPQ + layer.JTRS + layer.geometry
         self._nn_launch("nl_pool_bprop", e.dtype, out.size, out.ptr, e.ptr,
-                        0 if am is None else am.ptr, *geometry, POOL_OPS[layer.op], alpha, beta)
+                        0 if am is None else am.ptr, *geometry, POOL_OPS[layer.op], alpha, beta,
+                        sizes=(layer.sizeO,))
         ops.commit()

@@ -13,7 +13,8 @@ tests/test_gpu_offline.py compiles the host build with g++ and runs it on the em
                      argmax (int32) <- the max's window position ((j*T + t)*R + r)*S + s
     nl_pool_bprop_<t> dI (C, D, H, W, N) <- alpha * the errors routed back (+ beta * dI)
 
-<t> is f32 or f64 (float16 runs through float32 temps). A column j of the output enumerates
+<t> is f32 or f64 (float16 runs through float32 temps), each with 32-bit index arithmetic and,
+as <t>_i64, 64-bit (nn.py takes it where an index could pass 2**31 - 1). A column j of the output enumerates
 (m, p, q, n) with n innermost, as neon's (K, M*P*Q*N) view of the output does.
 """
 from __future__ import annotations
@@ -35,18 +36,20 @@ _FORMATS = {
 }
 
 
-def kernel(base: str, dtype: str) -> tuple:
-    """(name, pycuda arg format) of kernel `base` for elements of `dtype` (float32/float64)."""
+def kernel(base: str, dtype: str, index64: bool = False) -> tuple:
+    """(name, pycuda arg format) of kernel `base` for elements of `dtype` (float32/float64),
+    with 64-bit index arithmetic where `index64` (32-bit integer division is several times
+    cheaper on the device: the 64-bit variants are for tensors of 2**31 elements and more)."""
     suffix, _, scalar = TYPES[dtype]
-    return f"{base}_{suffix}", _FORMATS[base].replace("x", scalar)
+    return f"{base}_{suffix}{'_i64' if index64 else ''}", _FORMATS[base].replace("x", scalar)
 
 
 NN_SOURCE = r"""
 // neonlike's convolution and pooling kernels: one grid-stride loop each, one output element a
 // thread, nothing shared between threads (see neonlike/backends/gpu/nn_source.py)
 #define NL_LOOP(e, total) \
-    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < (total); \
-         e += (long long)gridDim.x * blockDim.x)
+    for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < (total); \
+         e += (I)gridDim.x * blockDim.x)
 #define NL_CONV_GEOMETRY int C, int D, int H, int W, int N, int T, int R, int S, int M, int P, \
     int Q, int pd, int ph, int pw, int sd, int sh, int sw, int dd, int dh, int dw
 #define NL_CONV_ARGS C, D, H, W, N, T, R, S, M, P, Q, pd, ph, pw, sd, sh, sw, dd, dh, dw
@@ -70,18 +73,18 @@ __device__ __forceinline__ int nl_inside(int o, int pad, int win, int stride, in
     return end - (start > 0 ? start : 0);
 }
 
-template <typename V>
+template <typename V, typename I>
 __device__ __forceinline__ void nl_im2col(V* __restrict__ col, const V* __restrict__ in,
-                                          long long j0, long long L, NL_CONV_GEOMETRY) {
-    const long long total = (long long)C * T * R * S * L;
+                                          I j0, I L, NL_CONV_GEOMETRY) {
+    const I total = (I)C * T * R * S * L;
     NL_LOOP(e, total) {
-        const long long row = e / L, j = j0 + e % L;
+        const I row = e / L, j = j0 + e % L;
         const int n = (int)(j % N);
-        long long pos = j / N;
+        I pos = j / N;
         const int q = (int)(pos % Q); pos /= Q;
         const int p = (int)(pos % P);
         const int m = (int)(pos / P);
-        long long rr = row;
+        I rr = row;
         const int s = (int)(rr % S); rr /= S;
         const int r = (int)(rr % R); rr /= R;
         const int t = (int)(rr % T);
@@ -89,20 +92,20 @@ __device__ __forceinline__ void nl_im2col(V* __restrict__ col, const V* __restri
         const int d = m * sd - pd + t * dd, h = p * sh - ph + r * dh, w = q * sw - pw + s * dw;
         V v = 0;
         if (d >= 0 && d < D && h >= 0 && h < H && w >= 0 && w < W)
-            v = in[((((long long)c * D + d) * H + h) * W + w) * N + n];
+            v = in[((((I)c * D + d) * H + h) * W + w) * N + n];
         col[e] = v;
     }
 }
 
 // dI += the entries of columns j0 .. j0 + L - 1 that tap each input element (a gather: every
 // thread owns one input element, so chunks of columns add up without atomics)
-template <typename V>
+template <typename V, typename I>
 __device__ __forceinline__ void nl_col2im(V* __restrict__ out, const V* __restrict__ col,
-                                          long long j0, long long L, NL_CONV_GEOMETRY) {
-    const long long total = (long long)C * D * H * W * N;
+                                          I j0, I L, NL_CONV_GEOMETRY) {
+    const I total = (I)C * D * H * W * N;
     NL_LOOP(e, total) {
         const int n = (int)(e % N);
-        long long x = e / N;
+        I x = e / N;
         const int w = (int)(x % W); x /= W;
         const int h = (int)(x % H); x /= H;
         const int d = (int)(x % D);
@@ -123,9 +126,9 @@ __device__ __forceinline__ void nl_col2im(V* __restrict__ out, const V* __restri
                     if (qw < 0 || qw % sw) continue;
                     const int q = qw / sw;
                     if (q >= Q) continue;
-                    const long long j = (((long long)m * P + p) * Q + q) * N + n;
+                    const I j = (((I)m * P + p) * Q + q) * N + n;
                     if (j < j0 || j >= j0 + L) continue;
-                    acc += col[(((long long)(c * T + t) * R + r) * S + s) * L + (j - j0)];
+                    acc += col[(((I)(c * T + t) * R + r) * S + s) * L + (j - j0)];
                 }
             }
         }
@@ -136,14 +139,14 @@ __device__ __forceinline__ void nl_col2im(V* __restrict__ out, const V* __restri
 // O = pool(I) (+ beta * O): max takes the first maximum in (j, t, r, s) order, a NaN wins over
 // numbers, padding never wins; avg divides by the window's positions inside the input; l2 is the
 // root of the sum of squares
-template <typename V>
+template <typename V, typename I>
 __device__ __forceinline__ void nl_pool(V* __restrict__ out, int* __restrict__ argmax,
                                         const V* __restrict__ in, NL_POOL_GEOMETRY, int op,
                                         V beta) {
-    const long long total = (long long)K * M * P * Q * N;
+    const I total = (I)K * M * P * Q * N;
     NL_LOOP(e, total) {
         const int n = (int)(e % N);
-        long long x = e / N;
+        I x = e / N;
         const int q = (int)(x % Q); x /= Q;
         const int p = (int)(x % P); x /= P;
         const int m = (int)(x % M);
@@ -163,7 +166,7 @@ __device__ __forceinline__ void nl_pool(V* __restrict__ out, int* __restrict__ a
                     for (int s = 0; s < S; ++s) {
                         const int w = w0 + s;
                         if (w < 0 || w >= W) continue;
-                        const V v = in[((((long long)c * D + d) * H + h) * W + w) * N + n];
+                        const V v = in[((((I)c * D + d) * H + h) * W + w) * N + n];
                         if (op == 0) {
                             if (v > best || (v != v && best == best)) {
                                 best = v;
@@ -177,7 +180,7 @@ __device__ __forceinline__ void nl_pool(V* __restrict__ out, int* __restrict__ a
             }
         }
         if (op == 1)
-            best /= (V)((long long)nl_inside(k, pc, J, sc, C) * nl_inside(m, pd, T, sd, D)
+            best /= (V)((I)nl_inside(k, pc, J, sc, C) * nl_inside(m, pd, T, sd, D)
                         * nl_inside(p, ph, R, sh, H) * nl_inside(q, pw, S, sw, W));
         else if (op == 2)
             best = sqrt(best);
@@ -188,14 +191,14 @@ __device__ __forceinline__ void nl_pool(V* __restrict__ out, int* __restrict__ a
 
 // dI = alpha * (errors E routed back) (+ beta * dI): max pooling sends each error to the input
 // its argmax names, avg spreads it evenly over the window's positions inside the input
-template <typename V>
+template <typename V, typename I>
 __device__ __forceinline__ void nl_pool_bprop(V* __restrict__ out, const V* __restrict__ err,
                                               const int* __restrict__ argmax,
                                               NL_POOL_GEOMETRY, int op, V alpha, V beta) {
-    const long long total = (long long)C * D * H * W * N;
+    const I total = (I)C * D * H * W * N;
     NL_LOOP(e, total) {
         const int n = (int)(e % N);
-        long long x = e / N;
+        I x = e / N;
         const int w = (int)(x % W); x /= W;
         const int h = (int)(x % H); x /= H;
         const int d = (int)(x % D);
@@ -214,11 +217,11 @@ __device__ __forceinline__ void nl_pool_bprop(V* __restrict__ out, const V* __re
                     const int r = h + ph - p * sh;
                     for (int q = q0; q <= q1; ++q) {
                         const int s = w + pw - q * sw;
-                        const long long o = ((((long long)k * M + m) * P + p) * Q + q) * N + n;
+                        const I o = ((((I)k * M + m) * P + p) * Q + q) * N + n;
                         if (op == 0) {
                             if (argmax[o] == ((j * T + t) * R + r) * S + s) acc += err[o];
                         } else {
-                            acc += err[o] / (V)((long long)nl_inside(k, pc, J, sc, C)
+                            acc += err[o] / (V)((I)nl_inside(k, pc, J, sc, C)
                                                 * nl_inside(m, pd, T, sd, D)
                                                 * nl_inside(p, ph, R, sh, H)
                                                 * nl_inside(q, pw, S, sw, W));
@@ -231,21 +234,24 @@ __device__ __forceinline__ void nl_pool_bprop(V* __restrict__ out, const V* __re
     }
 }
 
-#define NL_INSTANCES(V, suffix) \
-extern "C" __global__ void nl_im2col_##suffix(V* col, const V* in, long long j0, long long L, \
-                                              NL_CONV_GEOMETRY) { \
-    nl_im2col<V>(col, in, j0, L, NL_CONV_ARGS); } \
-extern "C" __global__ void nl_col2im_##suffix(V* out, const V* col, long long j0, long long L, \
-                                              NL_CONV_GEOMETRY) { \
-    nl_col2im<V>(out, col, j0, L, NL_CONV_ARGS); } \
-extern "C" __global__ void nl_pool_##suffix(V* out, int* argmax, const V* in, NL_POOL_GEOMETRY, \
-                                            int op, V beta) { \
-    nl_pool<V>(out, argmax, in, NL_POOL_ARGS, op, beta); } \
-extern "C" __global__ void nl_pool_bprop_##suffix(V* out, const V* err, const int* argmax, \
-                                                  NL_POOL_GEOMETRY, int op, V alpha, V beta) { \
-    nl_pool_bprop<V>(out, err, argmax, NL_POOL_ARGS, op, alpha, beta); }
-NL_INSTANCES(float, f32)
-NL_INSTANCES(double, f64)
+#define NL_INSTANCES(V, suffix, I, isuffix) \
+extern "C" __global__ void nl_im2col_##suffix##isuffix(V* col, const V* in, long long j0, \
+                                                       long long L, NL_CONV_GEOMETRY) { \
+    nl_im2col<V, I>(col, in, (I)j0, (I)L, NL_CONV_ARGS); } \
+extern "C" __global__ void nl_col2im_##suffix##isuffix(V* out, const V* col, long long j0, \
+                                                       long long L, NL_CONV_GEOMETRY) { \
+    nl_col2im<V, I>(out, col, (I)j0, (I)L, NL_CONV_ARGS); } \
+extern "C" __global__ void nl_pool_##suffix##isuffix(V* out, int* argmax, const V* in, \
+                                                     NL_POOL_GEOMETRY, int op, V beta) { \
+    nl_pool<V, I>(out, argmax, in, NL_POOL_ARGS, op, beta); } \
+extern "C" __global__ void nl_pool_bprop_##suffix##isuffix(V* out, const V* err, \
+                                                           const int* argmax, NL_POOL_GEOMETRY, \
+                                                           int op, V alpha, V beta) { \
+    nl_pool_bprop<V, I>(out, err, argmax, NL_POOL_ARGS, op, alpha, beta); }
+NL_INSTANCES(float, f32, int, )
+NL_INSTANCES(double, f64, int, )
+NL_INSTANCES(float, f32, long long, _i64)
+NL_INSTANCES(double, f64, long long, _i64)
 """
 
 # The host build: CUDA's keywords as plain C++, one "thread" (index 0 of a 1-thread grid) that
