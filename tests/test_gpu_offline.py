@@ -662,13 +662,23 @@ class FakeCublas:
         el = {f: (getattr(g, f) - ARENA_BASE) // item for f in ("a", "b", "c")}
         assert all((getattr(g, f) - ARENA_BASE) % item == 0 for f in ("a", "b", "c"))
         flat = self.dev.arena.view(dt)
-        work = flat.astype(np.float64)
-        emulate_gemm(work, g._replace(**el), alpha, beta, batch)
         count = batch.count if batch else 1
+        # the window of the arena the three matrices reach (converted to float64, not the arena)
+        spans = []
+        for f, ld, cols, stride in (("a", g.lda, g.k if g.transa == CB.OP_N else g.m,
+                                     batch.stride_a if batch else 0),
+                                    ("b", g.ldb, g.n if g.transb == CB.OP_N else g.k,
+                                     batch.stride_b if batch else 0),
+                                    ("c", g.ldc, g.n, batch.stride_c if batch else 0)):
+            ends = [el[f], el[f] + (cols - 1) * ld + ld + stride * (count - 1)]
+            spans += [min(ends), max(ends) + 1]
+        lo, hi = min(spans), max(spans)
+        work = flat[lo:hi].astype(np.float64)
+        emulate_gemm(work, g._replace(**{f: v - lo for f, v in el.items()}), alpha, beta, batch)
         idx = np.unique(np.concatenate([
             el["c"] + (batch.stride_c * i if batch else 0) + np.arange(g.m)[:, None]
             + np.arange(g.n)[None, :] * g.ldc for i in range(count)]).ravel())
-        flat[idx] = work[idx].astype(dt)
+        flat[idx] = work[idx - lo].astype(dt)
 
     def gemm(self, dtype, g, alpha, beta, tf32=False):
         self._run(dtype, g, alpha, beta)
