@@ -158,6 +158,76 @@ def check_index_dtype(dt: np.dtype, window: int) -> None:
                          f"{window - 1}; use a wider integer type")
 
 
+def work_dtype(dt: np.dtype) -> np.dtype:
+    """The dtype an NN op computes a float operand in: float16 in float32 temporaries."""
+    return np.dtype(np.float32) if dt == np.float16 else dt
+
+
+def check_operand(op: str, name: str, shape: tuple, dtype: np.dtype, shapes: tuple,
+                  numeric: bool, expected: np.dtype | None) -> np.dtype | None:
+    """Check one operand of an NN op (its shape among `shapes`; a numeric dtype, or a float one
+    equal to the other operands' `expected`); the float dtype the op's operands then share."""
+    if shape not in shapes:
+        want = " or ".join(str(s) for s in dict.fromkeys(shapes))
+        raise ValueError(f"{op}: {name} has shape {shape}, expected {want}")
+    if numeric:
+        if dtype.kind not in "iuf":
+            raise ValueError(f"{op}: {name} must have a numeric dtype, got {dtype}")
+        return expected
+    if expected is None:
+        if dtype.kind != "f":
+            raise ValueError(f"{op}: {name} must be float16, float32 or float64, got {dtype}")
+        return dtype
+    if dtype != expected:
+        raise ValueError(f"{op}: {name} has dtype {dtype}, expected {expected} "
+                         "like the other operands")
+    return expected
+
+
+class NNOpsBase:
+    """What every device's NN ops share: the layer parameter objects and the two faces of a
+    convolution's data pass; a device gives `_xprop_conv`, `update_conv` and the pooling ops."""
+
+    conv_filter_layouts = FILTER_LAYOUTS    # conv_layer's filter_layout choices
+
+    def conv_layer(self, dtype: Any, N: int, C: int, K: int, D: int = 1, H: int = 1, W: int = 1,
+                   T: int = 1, R: int = 1, S: int = 1, pad_d: int = 0, pad_h: int = 0,
+                   pad_w: int = 0, str_d: int = 1, str_h: int = 1, str_w: int = 1,
+                   dil_d: int = 1, dil_h: int = 1, dil_w: int = 1,
+                   filter_layout: str = "CTRSK") -> ConvLayer:
+        """The shapes of a convolution (see ConvLayer); ValueError if the window does not fit.
+        filter_layout 'KCTRS' (not neon's): filters and their gradients as (K, C, T, R, S)."""
+        return ConvLayer(dtype, N, C, K, D, H, W, T, R, S, pad_d, pad_h, pad_w,
+                         str_d, str_h, str_w, dil_d, dil_h, dil_w, filter_layout)
+
+    def pool_layer(self, dtype: Any, op: str, N: int, C: int, D: int = 1, H: int = 1, W: int = 1,
+                   J: int = 1, T: int = 1, R: int = 1, S: int = 1, pad_c: int = 0, pad_d: int = 0,
+                   pad_h: int = 0, pad_w: int = 0, str_c: int | None = None,
+                   str_d: int | None = None, str_h: int | None = None,
+                   str_w: int | None = None) -> PoolLayer:
+        """The shapes of a pooling op; strides default to the window (non-overlapping)."""
+        return PoolLayer(dtype, op, N, C, D, H, W, J, T, R, S, pad_c, pad_d, pad_h, pad_w,
+                         str_c, str_d, str_h, str_w)
+
+    def fprop_conv(self, layer: ConvLayer, I: Any, F: Any, O: Any, X: Any = None,
+                   bias: Any = None, bsum: Any = None, alpha: float = 1.0, beta: float = 0.0,
+                   relu: bool = False, brelu: bool = False, slope: float = 0.0,
+                   layer_op: Any = None) -> None:
+        """O = alpha * conv(I, F) + beta * X (X defaults to O), then + bias (K, 1), then relu
+        (negatives times `slope`) or brelu (times relu'(X)); bsum (K, 1) = sum of the result."""
+        self._xprop_conv("fprop_conv", layer, I, F, O, X, bias, bsum, alpha, beta, relu, brelu,
+                         slope)
+
+    def bprop_conv(self, layer: ConvLayer, F: Any, E: Any, grad_I: Any, X: Any = None,
+                   bias: Any = None, bsum: Any = None, alpha: float = 1.0, beta: float = 0.0,
+                   relu: bool = False, brelu: bool = False, slope: float = 0.0,
+                   layer_op: Any = None) -> None:
+        """grad_I = alpha * (gradient w.r.t. the input of the conv, given output error E) +
+        beta * X (X defaults to grad_I); bias/relu/brelu/bsum as in fprop_conv, over C."""
+        self._xprop_conv("bprop_conv", layer, E, F, grad_I, X, bias, bsum, alpha, beta, relu,
+                         brelu, slope)
+
+
 _COMPOUND_LAYERS = Memo("nn.compound_layers", 256)   # (kind, dtype, shapes, attrs) -> layer
 
 

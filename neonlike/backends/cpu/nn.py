@@ -33,8 +33,9 @@ import numpy as np
 
 from ...memo import Memo
 from .gemm import gemm
-from ..nn_layers import check_index_dtype, check_layer
-from .layer import (ALGOS, FILTER_LAYOUTS, ConvLayer, PoolLayer, bprop_pool_numpy,
+from ..nn_layers import (NNOpsBase, check_index_dtype, check_layer, check_operand,
+                         work_dtype)
+from .layer import (ALGOS, ConvLayer, PoolLayer, bprop_pool_numpy,
                     col2im_numpy, fprop_pool_numpy, im2col_numpy)
 
 ALGO_ENV = "NEONLIKE_CONV_ALGO"
@@ -56,11 +57,6 @@ def _kernels() -> Any:
     return _NUMBA[0]
 
 
-def _work_dtype(dt: np.dtype) -> np.dtype:
-    """float16 is computed in float32 temporaries."""
-    return np.dtype(np.float32) if dt == np.float16 else dt
-
-
 class _Arrays:
     """Host arrays of an op's tensors, checked and reshaped to the op's layout; outputs that
     cannot be written in place (non-contiguous, float16) get a temp copied back by `commit`."""
@@ -75,32 +71,20 @@ class _Arrays:
         if host is None:
             raise TypeError(f"{self.op}: {name} must be a CPU Tensor, got {type(t).__name__}")
         a = host()
-        if a.shape not in shapes:
-            want = " or ".join(str(s) for s in dict.fromkeys(shapes))
-            raise ValueError(f"{self.op}: {name} has shape {a.shape}, expected {want}")
-        if numeric:
-            if a.dtype.kind not in "iuf":
-                raise ValueError(f"{self.op}: {name} must have a numeric dtype, got {a.dtype}")
-        elif self.dtype is None:
-            if a.dtype.kind != "f":
-                raise ValueError(f"{self.op}: {name} must be float16, float32 or float64, "
-                                 f"got {a.dtype}")
-            self.dtype = a.dtype
-        elif a.dtype != self.dtype:
-            raise ValueError(f"{self.op}: {name} has dtype {a.dtype}, expected {self.dtype} "
-                             "like the other operands")
+        self.dtype = check_operand(self.op, name, a.shape, a.dtype, shapes, numeric,
+                                   self.dtype)
         return a
 
     def read(self, t: Any, name: str, shape: tuple, alt: tuple | None = None) -> np.ndarray:
         a = self._host(t, name, (shape,) if alt is None else (shape, alt))
-        return np.ascontiguousarray(a, dtype=_work_dtype(a.dtype)).reshape(shape)
+        return np.ascontiguousarray(a, dtype=work_dtype(a.dtype)).reshape(shape)
 
     def write(self, t: Any, name: str, shape: tuple, alt: tuple | None = None,
               numeric: bool = False) -> np.ndarray:
         a = self._host(t, name, (shape,) if alt is None else (shape, alt), numeric)
-        if a.flags.c_contiguous and (numeric or a.dtype == _work_dtype(a.dtype)):
+        if a.flags.c_contiguous and (numeric or a.dtype == work_dtype(a.dtype)):
             return a.reshape(shape)
-        work = np.ascontiguousarray(a, dtype=a.dtype if numeric else _work_dtype(a.dtype))
+        work = np.ascontiguousarray(a, dtype=a.dtype if numeric else work_dtype(a.dtype))
         self.pending.append((a, work))
         return work.reshape(shape)
 
@@ -113,50 +97,11 @@ def _same(a: Any, b: Any) -> bool:
     return a is b or (a is not None and b is not None and a._host() is b._host())
 
 
-class NNOpsMixin:
-    """Convolution, pooling and batch-norm ops with neon's names, signatures and layouts."""
-
-    conv_filter_layouts = FILTER_LAYOUTS    # conv_layer's filter_layout choices
-
-    # ------------------------------------------------------------------ layer parameter objects
-    def conv_layer(self, dtype: Any, N: int, C: int, K: int, D: int = 1, H: int = 1, W: int = 1,
-                   T: int = 1, R: int = 1, S: int = 1, pad_d: int = 0, pad_h: int = 0,
-                   pad_w: int = 0, str_d: int = 1, str_h: int = 1, str_w: int = 1,
-                   dil_d: int = 1, dil_h: int = 1, dil_w: int = 1,
-                   filter_layout: str = "CTRSK") -> ConvLayer:
-        """The shapes of a convolution (see ConvLayer); ValueError if the window does not fit.
-        filter_layout 'KCTRS' (not neon's): filters and their gradients as (K, C, T, R, S)."""
-        return ConvLayer(dtype, N, C, K, D, H, W, T, R, S, pad_d, pad_h, pad_w,
-                         str_d, str_h, str_w, dil_d, dil_h, dil_w, filter_layout)
-
-    def pool_layer(self, dtype: Any, op: str, N: int, C: int, D: int = 1, H: int = 1, W: int = 1,
-                   J: int = 1, T: int = 1, R: int = 1, S: int = 1, pad_c: int = 0, pad_d: int = 0,
-                   pad_h: int = 0, pad_w: int = 0, str_c: int | None = None,
-                   str_d: int | None = None, str_h: int | None = None,
-                   str_w: int | None = None) -> PoolLayer:
-        """The shapes of a pooling op; strides default to the window (non-overlapping)."""
-        return PoolLayer(dtype, op, N, C, D, H, W, J, T, R, S, pad_c, pad_d, pad_h, pad_w,
-                         str_c, str_d, str_h, str_w)
+class NNOpsMixin(NNOpsBase):
+    """Convolution and pooling with neon's names, signatures and layouts (conv_layer,
+    pool_layer, fprop_conv and bprop_conv: NNOpsBase)."""
 
     # ------------------------------------------------------------------ convolution
-    def fprop_conv(self, layer: ConvLayer, I: Any, F: Any, O: Any, X: Any = None,
-                   bias: Any = None, bsum: Any = None, alpha: float = 1.0, beta: float = 0.0,
-                   relu: bool = False, brelu: bool = False, slope: float = 0.0,
-                   layer_op: Any = None) -> None:
-        """O = alpha * conv(I, F) + beta * X (X defaults to O), then + bias (K, 1), then relu
-        (negatives times `slope`) or brelu (times relu'(X)); bsum (K, 1) = sum of the result."""
-        self._xprop_conv("fprop_conv", layer, I, F, O, X, bias, bsum, alpha, beta, relu, brelu,
-                         slope)
-
-    def bprop_conv(self, layer: ConvLayer, F: Any, E: Any, grad_I: Any, X: Any = None,
-                   bias: Any = None, bsum: Any = None, alpha: float = 1.0, beta: float = 0.0,
-                   relu: bool = False, brelu: bool = False, slope: float = 0.0,
-                   layer_op: Any = None) -> None:
-        """grad_I = alpha * (gradient w.r.t. the input of the conv, given output error E) +
-        beta * X (X defaults to grad_I); bias/relu/brelu/bsum as in fprop_conv, over C."""
-        self._xprop_conv("bprop_conv", layer, E, F, grad_I, X, bias, bsum, alpha, beta, relu,
-                         brelu, slope)
-
     def update_conv(self, layer: ConvLayer, I: Any, E: Any, U: Any, alpha: float = 1.0,
                     beta: float = 0.0, grad_bias: Any = None, layer_op: Any = None) -> None:
         """U = alpha * dLoss/dF + beta * U; grad_bias (K, 1) = sum of E over all but K."""

@@ -24,18 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from ..nn_layers import (FILTER_LAYOUTS, ConvLayer, PoolLayer, check_index_dtype,
-                         check_layer)
+from ..nn_layers import (ConvLayer, NNOpsBase, PoolLayer, check_index_dtype, check_layer,
+                         check_operand, work_dtype)
 from .layout import INDEX32_MAX, same_view
 from .nn_source import NN_SOURCE, POOL_OPS, kernel
 
 CHUNK_BYTES = 256 << 20   # im2col columns a block
 BLOCK = 256               # threads a block
 MAX_BLOCKS = 1 << 16      # grid cap: the kernels loop over what the grid does not cover
-
-
-def _work_dtype(dt: np.dtype) -> np.dtype:
-    return np.dtype(np.float32) if dt == np.float16 else dt
 
 
 class _Operands:
@@ -51,27 +47,14 @@ class _Operands:
         from .device import GPUTensor
         if not isinstance(t, GPUTensor):
             raise TypeError(f"{self.op}: {name} must be a GPU Tensor, got {type(t).__name__}")
-        if tuple(t.shape) not in shapes:
-            want = " or ".join(str(s) for s in dict.fromkeys(shapes))
-            raise ValueError(f"{self.op}: {name} has shape {tuple(t.shape)}, expected {want}")
-        dt = t.dtype
-        if numeric:
-            if dt.kind not in "iuf":
-                raise ValueError(f"{self.op}: {name} must have a numeric dtype, got {dt}")
-        elif self.dtype is None:
-            if dt.kind != "f":
-                raise ValueError(f"{self.op}: {name} must be float16, float32 or float64, "
-                                 f"got {dt}")
-            self.dtype = dt
-        elif dt != self.dtype:
-            raise ValueError(f"{self.op}: {name} has dtype {dt}, expected {self.dtype} "
-                             "like the other operands")
+        self.dtype = check_operand(self.op, name, tuple(t.shape), t.dtype, shapes, numeric,
+                                   self.dtype)
 
     def read(self, t: Any, name: str, shape: tuple, alt: tuple | None = None,
              dtype: Any = None) -> Any:
         """t as a contiguous tensor of `shape` (the compute dtype, or `dtype`)."""
         self._check(t, name, (shape,) if alt is None else (shape, alt), dtype is not None)
-        want = np.dtype(dtype) if dtype is not None else _work_dtype(t.dtype)
+        want = np.dtype(dtype) if dtype is not None else work_dtype(t.dtype)
         if t.is_contiguous and t.dtype == want:
             return t.reshape(shape)
         work = self.be._empty(t.shape, want)
@@ -83,7 +66,7 @@ class _Operands:
         """A contiguous tensor of `shape` that `commit` copies into t (t itself where it is one
         already); keep: it starts with t's values."""
         self._check(t, name, (shape,) if alt is None else (shape, alt), dtype is not None)
-        want = np.dtype(dtype) if dtype is not None else _work_dtype(t.dtype)
+        want = np.dtype(dtype) if dtype is not None else work_dtype(t.dtype)
         if t.is_contiguous and t.dtype == want:
             return t.reshape(shape)
         work = self.be._empty(t.shape, want)
@@ -113,28 +96,9 @@ def _chunks(layer: ConvLayer, itemsize: int) -> list:
     return [(j, min(step, total - j)) for j in range(0, total, step)]
 
 
-class GPUNNOpsMixin:
-    """Convolution and pooling with neon's names, signatures and layouts, on the device."""
-
-    conv_filter_layouts = FILTER_LAYOUTS
-
-    def conv_layer(self, dtype: Any, N: int, C: int, K: int, D: int = 1, H: int = 1, W: int = 1,
-                   T: int = 1, R: int = 1, S: int = 1, pad_d: int = 0, pad_h: int = 0,
-                   pad_w: int = 0, str_d: int = 1, str_h: int = 1, str_w: int = 1,
-                   dil_d: int = 1, dil_h: int = 1, dil_w: int = 1,
-                   filter_layout: str = "CTRSK") -> ConvLayer:
-        """The shapes of a convolution (see ConvLayer); ValueError if the window does not fit."""
-        return ConvLayer(dtype, N, C, K, D, H, W, T, R, S, pad_d, pad_h, pad_w,
-                         str_d, str_h, str_w, dil_d, dil_h, dil_w, filter_layout)
-
-    def pool_layer(self, dtype: Any, op: str, N: int, C: int, D: int = 1, H: int = 1, W: int = 1,
-                   J: int = 1, T: int = 1, R: int = 1, S: int = 1, pad_c: int = 0, pad_d: int = 0,
-                   pad_h: int = 0, pad_w: int = 0, str_c: int | None = None,
-                   str_d: int | None = None, str_h: int | None = None,
-                   str_w: int | None = None) -> PoolLayer:
-        """The shapes of a pooling op; strides default to the window (non-overlapping)."""
-        return PoolLayer(dtype, op, N, C, D, H, W, J, T, R, S, pad_c, pad_d, pad_h, pad_w,
-                         str_c, str_d, str_h, str_w)
+class GPUNNOpsMixin(NNOpsBase):
+    """Convolution and pooling with neon's names, signatures and layouts, on the device
+    (conv_layer, pool_layer, fprop_conv and bprop_conv: NNOpsBase)."""
 
     def _nn_launch(self, base: str, dtype: np.dtype, total: int, *args: Any,
                    sizes: tuple = ()) -> None:
@@ -147,24 +111,6 @@ class GPUNNOpsMixin:
         fn.prepared_call((grid, 1), (BLOCK, 1, 1), *args)
 
     # ------------------------------------------------------------------ convolution
-    def fprop_conv(self, layer: ConvLayer, I: Any, F: Any, O: Any, X: Any = None,
-                   bias: Any = None, bsum: Any = None, alpha: float = 1.0, beta: float = 0.0,
-                   relu: bool = False, brelu: bool = False, slope: float = 0.0,
-                   layer_op: Any = None) -> None:
-        """O = alpha * conv(I, F) + beta * X (X defaults to O), then + bias (K, 1), then relu
-        (negatives times `slope`) or brelu (times relu'(X)); bsum (K, 1) = sum of the result."""
-        self._xprop_conv("fprop_conv", layer, I, F, O, X, bias, bsum, alpha, beta, relu, brelu,
-                         slope)
-
-    def bprop_conv(self, layer: ConvLayer, F: Any, E: Any, grad_I: Any, X: Any = None,
-                   bias: Any = None, bsum: Any = None, alpha: float = 1.0, beta: float = 0.0,
-                   relu: bool = False, brelu: bool = False, slope: float = 0.0,
-                   layer_op: Any = None) -> None:
-        """grad_I = alpha * (gradient w.r.t. the input of the conv, given output error E) +
-        beta * X (X defaults to grad_I); bias/relu/brelu/bsum as in fprop_conv, over C."""
-        self._xprop_conv("bprop_conv", layer, E, F, grad_I, X, bias, bsum, alpha, beta, relu,
-                         brelu, slope)
-
     def _filters(self, layer: ConvLayer, f: Any, fprop: bool) -> Any:
         """The filters as the GEMM's (K, CTRS) left operand (fprop) or (CTRS, K) (bprop)."""
         if layer.filter_layout == "CTRSK":
