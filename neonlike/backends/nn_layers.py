@@ -7,12 +7,13 @@ Layouts are neon's, batch innermost: input (C, D, H, W, N), filters (C, T, R, S,
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from ..compound import output_dim
 from ..memo import Memo
+from ..ops import Op
 
 ALGOS = ("direct", "im2col")
 CONV_OPS = ("fprop", "bprop", "update")
@@ -246,3 +247,50 @@ def compound_layer(kind: str, dtype: np.dtype, dimI: tuple, trs: tuple, K: int, 
                               1, *g[3:6])
         _COMPOUND_LAYERS.put(key, layer)
     return layer
+
+
+# ---- compound nodes (neonlike/compound.py) on a device's own neon ops: dst and the operands
+# are what those ops take (the CPU: host arrays wrapped as tensors; the GPU: its tensors), each
+# with .shape and .dtype; empty(shape, dtype) makes a scratch one
+
+def _conv(be: Any, d: dict, dst: Any, empty: Callable, I: Any, F: Any) -> None:
+    layer = compound_layer("conv", dst.dtype, I.shape, F.shape[1:4], F.shape[4], d)
+    be.fprop_conv(layer, I, F, dst)
+
+
+def _conv_bprop(be: Any, d: dict, dst: Any, empty: Callable, E: Any, F: Any) -> None:
+    layer = compound_layer("conv", dst.dtype, dst.shape, F.shape[1:4], F.shape[4], d)
+    be.bprop_conv(layer, F, E, dst)
+
+
+def _conv_update(be: Any, d: dict, dst: Any, empty: Callable, I: Any, E: Any) -> None:
+    layer = compound_layer("conv", dst.dtype, I.shape, dst.shape[1:4], dst.shape[4], d)
+    be.update_conv(layer, I, E, dst)
+
+
+def _pool(be: Any, d: dict, dst: Any, empty: Callable, I: Any) -> None:
+    layer = compound_layer("pool", dst.dtype, I.shape, d["window"], 0, d)
+    be.fprop_pool(layer, I, dst)
+
+
+def _pool_bprop(be: Any, d: dict, dst: Any, empty: Callable, I: Any, E: Any) -> None:
+    """Max pooling's gradient finds each window's argmax again from the input (one more pooling
+    pass: the node holds no argmax buffer between statements)."""
+    layer = compound_layer("pool", dst.dtype, I.shape, d["window"], 0, d)
+    argmax = None
+    if layer.op == "max":
+        argmax = empty(layer.dimO, np.int32)
+        be.fprop_pool(layer, I, empty(layer.dimO, dst.dtype), argmax)
+    be.bprop_pool(layer, E, dst, argmax)
+
+
+_RUN: dict[Op, Callable[..., None]] = {
+    Op.CONV: _conv, Op.CONV_BPROP: _conv_bprop, Op.CONV_UPDATE: _conv_update,
+    Op.POOL: _pool, Op.POOL_BPROP: _pool_bprop,
+}
+
+
+def run_compound(be: Any, d: dict, dst: Any, operands: list, empty: Callable) -> None:
+    """Compute compound node `d` (its op_dict) into `dst` from `operands` (all of dst's dtype)
+    through be's fprop_conv, bprop_conv, update_conv, fprop_pool and bprop_pool."""
+    _RUN[Op(d["op"])](be, d, dst, empty, *operands)

@@ -57,9 +57,7 @@ class _Operands:
         want = np.dtype(dtype) if dtype is not None else work_dtype(t.dtype)
         if t.is_contiguous and t.dtype == want:
             return t.reshape(shape)
-        work = self.be._empty(t.shape, want)
-        self.be._copy(work, t)
-        return work.reshape(shape)
+        return self.be._contiguous_copy_as(t, want).reshape(shape)
 
     def write(self, t: Any, name: str, shape: tuple, alt: tuple | None = None,
               keep: bool = False, dtype: Any = None) -> Any:
