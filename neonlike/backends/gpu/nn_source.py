@@ -73,6 +73,25 @@ __device__ __forceinline__ int nl_inside(int o, int pad, int win, int stride, in
     return end - (start > 0 ? start : 0);
 }
 
+// element e of a C-ordered (C, D, H, W, N) tensor as its coordinates (also an output's (K, M,
+// P, Q, N))
+template <typename I>
+__device__ __forceinline__ void nl_coords(I e, int D, int H, int W, int N, int* c, int* d,
+                                          int* h, int* w, int* n) {
+    *n = (int)(e % N);
+    I x = e / N;
+    *w = (int)(x % W); x /= W;
+    *h = (int)(x % H); x /= H;
+    *d = (int)(x % D);
+    *c = (int)(x / D);
+}
+
+// how many positions of pooling window (k, m, p, q) lie inside the input (NL_POOL_GEOMETRY's
+// names in scope)
+#define NL_WINDOW_SIZE(k, m, p, q) \
+    ((I)nl_inside(k, pc, J, sc, C) * nl_inside(m, pd, T, sd, D) * nl_inside(p, ph, R, sh, H) \
+     * nl_inside(q, pw, S, sw, W))
+
 template <typename V, typename I>
 __device__ __forceinline__ void nl_im2col(V* __restrict__ col, const V* __restrict__ in,
                                           I j0, I L, NL_CONV_GEOMETRY) {
@@ -104,12 +123,8 @@ __device__ __forceinline__ void nl_col2im(V* __restrict__ out, const V* __restri
                                           I j0, I L, NL_CONV_GEOMETRY) {
     const I total = (I)C * D * H * W * N;
     NL_LOOP(e, total) {
-        const int n = (int)(e % N);
-        I x = e / N;
-        const int w = (int)(x % W); x /= W;
-        const int h = (int)(x % H); x /= H;
-        const int d = (int)(x % D);
-        const int c = (int)(x / D);
+        int c, d, h, w, n;
+        nl_coords<I>(e, D, H, W, N, &c, &d, &h, &w, &n);
         V acc = 0;
         for (int t = 0; t < T; ++t) {
             const int md = d + pd - t * dd;
@@ -145,12 +160,8 @@ __device__ __forceinline__ void nl_pool(V* __restrict__ out, int* __restrict__ a
                                         V beta) {
     const I total = (I)K * M * P * Q * N;
     NL_LOOP(e, total) {
-        const int n = (int)(e % N);
-        I x = e / N;
-        const int q = (int)(x % Q); x /= Q;
-        const int p = (int)(x % P); x /= P;
-        const int m = (int)(x % M);
-        const int k = (int)(x / M);
+        int k, m, p, q, n;
+        nl_coords<I>(e, M, P, Q, N, &k, &m, &p, &q, &n);
         const int c0 = k * sc - pc, d0 = m * sd - pd, h0 = p * sh - ph, w0 = q * sw - pw;
         V best = op == 0 ? -(V)INFINITY : (V)0;
         int arg = 0;
@@ -180,8 +191,7 @@ __device__ __forceinline__ void nl_pool(V* __restrict__ out, int* __restrict__ a
             }
         }
         if (op == 1)
-            best /= (V)((I)nl_inside(k, pc, J, sc, C) * nl_inside(m, pd, T, sd, D)
-                        * nl_inside(p, ph, R, sh, H) * nl_inside(q, pw, S, sw, W));
+            best /= (V)NL_WINDOW_SIZE(k, m, p, q);
         else if (op == 2)
             best = sqrt(best);
         out[e] = beta != (V)0 ? best + beta * out[e] : best;
@@ -197,12 +207,8 @@ __device__ __forceinline__ void nl_pool_bprop(V* __restrict__ out, const V* __re
                                               NL_POOL_GEOMETRY, int op, V alpha, V beta) {
     const I total = (I)C * D * H * W * N;
     NL_LOOP(e, total) {
-        const int n = (int)(e % N);
-        I x = e / N;
-        const int w = (int)(x % W); x /= W;
-        const int h = (int)(x % H); x /= H;
-        const int d = (int)(x % D);
-        const int c = (int)(x / D);
+        int c, d, h, w, n;
+        nl_coords<I>(e, D, H, W, N, &c, &d, &h, &w, &n);
         int k0, k1, m0, m1, p0, p1, q0, q1;
         nl_windows(c, pc, J, sc, K, &k0, &k1);
         nl_windows(d, pd, T, sd, M, &m0, &m1);
@@ -221,10 +227,7 @@ __device__ __forceinline__ void nl_pool_bprop(V* __restrict__ out, const V* __re
                         if (op == 0) {
                             if (argmax[o] == ((j * T + t) * R + r) * S + s) acc += err[o];
                         } else {
-                            acc += err[o] / (V)((I)nl_inside(k, pc, J, sc, C)
-                                                * nl_inside(m, pd, T, sd, D)
-                                                * nl_inside(p, ph, R, sh, H)
-                                                * nl_inside(q, pw, S, sw, W));
+                            acc += err[o] / (V)NL_WINDOW_SIZE(k, m, p, q);
                         }
                     }
                 }
