@@ -4,20 +4,11 @@ views become strided device views, SINGA's conv, pool and batch norm the GPU's k
 """
 from __future__ import annotations
 
-import contextlib
-import io
-import os
-import re
-import runpy
-import sys
-
 import numpy as np
 import pytest
 
 from conftest import make_backend
-from test_gpu_offline import cpu, gpu  # noqa: F401  (fixtures)
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from test_gpu_offline import cpu, example_error, gpu  # noqa: F401  (fixtures)
 
 
 @pytest.fixture(params=["emulated", "device"])
@@ -32,17 +23,6 @@ def launches(be):
     """The emulated device's launch log (None on a real device)."""
     fake = getattr(be, "fake", None)
     return None if fake is None else fake.launches
-
-
-def example_error(monkeypatch, script, *args):
-    """Run examples/<script> in this process; its misclassification error (%)."""
-    monkeypatch.setattr(sys, "argv", [script, *args])
-    from neonlike import NervanaObject
-    monkeypatch.setattr(NervanaObject, "be", NervanaObject.be)   # the example makes its own
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        runpy.run_path(os.path.join(ROOT, "examples", script), run_name="__main__")
-    return float(re.search(r"Misclassification error = ([\d.]+)%", out.getvalue()).group(1))
 
 
 # ---------------------------------------------------------------- webdnn

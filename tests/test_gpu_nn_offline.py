@@ -16,7 +16,7 @@ from neonlike.backends.gpu import nn as GN
 from neonlike.backends.gpu import nn_source as NS
 
 from conftest import make_backend
-from test_gpu_offline import cpu, gpu, needs_nvcc  # noqa: F401  (fixtures)
+from test_gpu_offline import cpu, example_error, gpu, needs_nvcc  # noqa: F401  (fixtures)
 
 DEFAULT_CHUNK = GN.CHUNK_BYTES
 TOL = {np.float64: 1e-10, np.float32: 2e-5, np.float16: 2e-2}
@@ -307,25 +307,9 @@ def test_examples_train_on_the_gpu_as_on_the_cpu(both, tmp_path, monkeypatch, sc
     every NervanaGPU one on the emulated device), against the same run on the CPU: the host
     RandomState draws the same initial weights, so the two learn the same model."""
     monkeypatch.setattr(GN, "CHUNK_BYTES", DEFAULT_CHUNK)   # whole layers, not a few columns
-    from neonlike import NervanaObject
-    monkeypatch.setattr(NervanaObject, "be", NervanaObject.be)   # the example makes its own
-    import contextlib
-    import io
-    import os
-    import re
-    import runpy
-    import sys
     pytest.importorskip("sklearn")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    errors = []
-    for b in ("gpu", "cpu"):
-        monkeypatch.setattr(sys, "argv", [script, "-b", b, "-r", "0", "-z", "32", "-e", epochs,
-                                          "-w", str(tmp_path), "--no_progress_bar"])
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            runpy.run_path(os.path.join(root, "examples", script), run_name="__main__")
-        errors.append(float(re.search(r"Misclassification error = ([\d.]+)%",
-                                      out.getvalue()).group(1)))
+    errors = [example_error(monkeypatch, script, "-b", b, "-r", "0", "-z", "32", "-e", epochs,
+                            "-w", str(tmp_path), "--no_progress_bar") for b in ("gpu", "cpu")]
     assert errors[0] <= most and abs(errors[0] - errors[1]) <= 1.0, errors
 
 

@@ -889,3 +889,24 @@ def test_emulated_wide_reduction_block_falls_back_when_registers_do_not_fit(gpu,
     s[:] = gpu.sum(x, axis=0)
     np.testing.assert_allclose(s.get(), xv.sum(0, keepdims=True), rtol=1e-5, atol=1e-6)
     assert launched == [RC.BLOCK]
+
+
+# **************** the examples, run in this process ****************
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+
+
+def example_error(monkeypatch, script, *args):
+    """Run examples/<script> in this process (its gen_backend('gpu') on the emulated device where
+    the `gpu` fixture's patches hold); its misclassification error (%)."""
+    import contextlib
+    import io
+    import re
+    import runpy
+    from neonlike import NervanaObject
+    monkeypatch.setattr(sys, "argv", [script, *args])
+    monkeypatch.setattr(NervanaObject, "be", NervanaObject.be)   # the example makes its own
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        runpy.run_path(os.path.join(EXAMPLES, script), run_name="__main__")
+    return float(re.search(r"Misclassification error = ([\d.]+)%", out.getvalue()).group(1))
