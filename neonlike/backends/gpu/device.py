@@ -67,6 +67,7 @@ from ...tensor import Tensor
 from .. import reference
 from ..backend import Backend
 from ..engine import DEBUG
+from . import compound
 from .nn import GPUNNOpsMixin
 
 FLOAT_DTYPES = frozenset(np.dtype(t) for t in ("float16", "float32", "float64"))
@@ -428,7 +429,6 @@ class _Program:
                 a, b = P.gemm_operands(stage, bufs)
                 be._matmul(a, b, dst, 1.0, 0.0)
             elif stage.kind is P.StageKind.COMPOUND:
-                from . import compound
                 compound.run(be, nodes[stage.node][0], dst, [bufs[b] for b in stage.inputs])
             elif stage.inputs:    # HOST: on the host
                 dst._store(reference.evaluate_op(nodes[stage.node][0],

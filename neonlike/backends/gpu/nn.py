@@ -235,9 +235,8 @@ class GPUNNOpsMixin(NNOpsBase):
         out = ops.write(O, "O", layer.dimO, layer.dimO2, keep=beta != 0.0)
         am = None
         if argmax is not None and layer.op == "max":
-            ops._check(argmax, "argmax", (layer.dimO, layer.dimO2), numeric=True)
-            check_index_dtype(argmax.dtype, math.prod(layer.JTRS))
             am = ops.write(argmax, "argmax", layer.dimO, layer.dimO2, dtype=np.int32)
+            check_index_dtype(argmax.dtype, math.prod(layer.JTRS))
         geometry = layer.dimI + (layer.K,) + layer.MPQ + layer.JTRS + layer.geometry
         self._nn_launch("nl_pool", i.dtype, out.size, out.ptr, 0 if am is None else am.ptr,
                         i.ptr, *geometry, POOL_OPS[layer.op], beta, sizes=(layer.sizeI,))
